@@ -1,0 +1,120 @@
+//! The HTTP channel for the result: after the document went to the console
+//! (and the virtio port), bring the network up and upload the very same
+//! bytes to `bootbench.upload=URL`, then report both steps as console
+//! events (`network`, `upload`) and one readable line. The document is not
+//! touched: it was sent before, and a failed upload loses nothing. Never
+//! panics; every failure ends up in the `upload` event.
+
+use crate::network::{self, NetRequest};
+use crate::result_channels::{console_line, say};
+use loads::console_protocol;
+use loads::runner::error_chain;
+use loads::suite::CmdlineConfig;
+use results_uploader::{
+    RetryPolicy, UploadOutcome, UploadReport, UploadRequest, UploadSettings, Verdict, EVENT_NETWORK, EVENT_UPLOAD,
+};
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+/// Where and how to upload, from the cmdline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UploadPlan {
+    /// The receiver's base URL.
+    pub url: String,
+    /// The bearer token.
+    pub token: String,
+    /// Network settings.
+    pub net: NetRequest,
+    /// Retry bounds.
+    pub policy: RetryPolicy,
+}
+
+/// The plan, when the cmdline asks for an upload.
+pub fn plan(cmdline: &CmdlineConfig) -> Option<UploadPlan> {
+    let url = cmdline.upload.clone()?;
+    let mut policy = RetryPolicy::default();
+    if let Some(n) = cmdline.upload_attempts {
+        policy.max_attempts = n;
+    }
+    if let Some(s) = cmdline.upload_timeout_s {
+        policy.request_timeout = Duration::from_secs(s);
+        policy.connect_timeout = policy.connect_timeout.min(policy.request_timeout);
+    }
+    Some(UploadPlan {
+        url,
+        token: cmdline.token.clone().unwrap_or_default(),
+        net: NetRequest {
+            iface: cmdline.iface.clone(),
+            ip: cmdline.ip,
+            gw: cmdline.gw,
+            dns: cmdline.dns.clone(),
+            qemu: matches!(cmdline.accel.as_deref(), Some("kvm" | "tcg" | "icount")),
+        },
+        policy,
+    })
+}
+
+/// A report for an upload that never got to send anything.
+fn not_attempted(url: &str, started: Instant, error: String) -> UploadReport {
+    UploadReport {
+        verdict: Verdict::Failed,
+        http_status: None,
+        attempts: 0,
+        elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        history: Vec::new(),
+        delays_ms: Vec::new(),
+        url: url.to_string(),
+        error: Some(error),
+    }
+}
+
+/// Brings the network up, uploads `document` as run `run_id`, and prints
+/// the outcome. Returns the report (also printed).
+pub fn deliver(plan: &UploadPlan, run_id: &str, document: &str) -> UploadReport {
+    let started = Instant::now();
+    let configured = match network::bring_up(&plan.net) {
+        Ok(c) => c,
+        Err((step, e)) => {
+            let msg = format!("network: {step}: {}", error_chain(&e));
+            console_line(&console_protocol::event(EVENT_NETWORK, &format!("failed step={step:?} error={msg}")));
+            let report = not_attempted(&plan.url, started, msg);
+            finish(&report);
+            return report;
+        }
+    };
+    console_line(&console_protocol::event(EVENT_NETWORK, &configured.event_text()));
+    let settings = UploadSettings {
+        policy: plan.policy.clone(),
+        resolution: results_uploader::Resolution::Servers(configured.dns.iter().map(|a| IpAddr::V4(*a)).collect()),
+        roots: results_uploader::TlsRoots::Bundled,
+    };
+    let req = UploadRequest { base_url: &plan.url, token: &plan.token, run_id, body: document.as_bytes() };
+    let outcome: UploadOutcome = results_uploader::upload(&req, &settings);
+    let mut report = UploadReport::from(&outcome);
+    // The network bring-up is part of what the upload cost.
+    report.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    finish(&report);
+    report
+}
+
+/// Prints the event and a line for people reading the console.
+fn finish(report: &UploadReport) {
+    console_line(&console_protocol::event(EVENT_UPLOAD, &report.to_event_text()));
+    let human = match report.verdict {
+        Verdict::Stored | Verdict::AlreadyStored => format!(
+            "upload to {}: {} (HTTP {}) after {} attempt(s) in {} ms",
+            report.url,
+            report.verdict.name(),
+            report.http_status.map(|s| s.to_string()).unwrap_or_else(|| "-".into()),
+            report.attempts,
+            report.elapsed_ms
+        ),
+        _ => format!(
+            "upload to {} failed ({}): {}; the result above on the console is complete",
+            report.url,
+            report.verdict.name(),
+            report.error.as_deref().unwrap_or("no reason recorded")
+        ),
+    };
+    say(&human);
+}

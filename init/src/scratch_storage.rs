@@ -1,0 +1,332 @@
+//! The scratch disk and swap the host attached (`bootbench.scratch`,
+//! `bootbench.swap`, `bootbench.iosched` on the cmdline): waits for the
+//! block devices, mounts the scratch filesystem at [`SCRATCH_MOUNT`],
+//! selects the block scheduler, enables swap, and says what it got; at the
+//! end it unmounts the scratch filesystem so the guest stops clean. It
+//! never panics and never stops the run: every failure is returned for the
+//! result, and the workloads run without the piece that failed. It loads
+//! no modules (the early module list does that before it runs). A zram
+//! swap (`bootbench.zram`) is set up through `zram_swap`.
+
+use loads::schema::StorageInfo;
+use loads::suite::{CmdlineConfig, DEFAULT_SCRATCH_FS};
+use nix::mount::{mount, umount, MsFlags};
+use std::ffi::CString;
+use std::fs;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Where the scratch filesystem is mounted (contest's disk loads live there).
+pub const SCRATCH_MOUNT: &str = "/scratch";
+/// How long a block device node may take to appear after its driver loaded.
+pub const DEVICE_WAIT: Duration = Duration::from_secs(10);
+/// How often to look for it meanwhile (setup time, nothing is measured yet).
+const DEVICE_POLL: Duration = Duration::from_millis(20);
+
+/// Errors while setting up or tearing down the scratch storage.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The device node never appeared on devtmpfs.
+    #[error("block device {device} did not appear within {waited_s} s (is its driver loaded, virtio_blk for /dev/vdX, and the disk attached?)")]
+    NoDevice {
+        /// The device path.
+        device: String,
+        /// How long it was waited for.
+        waited_s: u64,
+    },
+    /// The mount point could not be created.
+    #[error("cannot create mount point {SCRATCH_MOUNT}")]
+    MountPoint(#[source] std::io::Error),
+    /// mount(2) refused.
+    #[error("cannot mount {device} ({fstype}) on {SCRATCH_MOUNT} (is the {fstype} module packed and the disk formatted as {fstype}?)")]
+    Mount {
+        /// The device.
+        device: String,
+        /// Filesystem type asked for.
+        fstype: String,
+        /// errno.
+        #[source]
+        source: nix::Error,
+    },
+    /// swapon(2) refused.
+    #[error("swapon {device} failed (was it made with mkswap for this kernel's page size?)")]
+    Swapon {
+        /// The device.
+        device: String,
+        /// errno.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A sysfs or procfs file could not be read or written.
+    #[error("cannot {what} {path}")]
+    File {
+        /// `read` or `write`.
+        what: &'static str,
+        /// The file.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The kernel does not offer the block scheduler asked for.
+    #[error("block scheduler '{wanted}' is not offered for {device} by this kernel (offered: {offered}; is its module packed?)")]
+    SchedulerNotOffered {
+        /// The device.
+        device: String,
+        /// `bootbench.iosched`.
+        wanted: String,
+        /// What the scheduler file lists.
+        offered: String,
+    },
+    /// The scheduler was written but another one is in effect.
+    #[error("block scheduler for {device} reads back as '{got}' after selecting '{wanted}'")]
+    SchedulerNotApplied {
+        /// The device.
+        device: String,
+        /// `bootbench.iosched`.
+        wanted: String,
+        /// The bracketed entry read back.
+        got: String,
+    },
+    /// A kernel file did not have the expected shape.
+    #[error("cannot understand {path}: '{text}'")]
+    Unparsable {
+        /// The file.
+        path: String,
+        /// What it held (trimmed).
+        text: String,
+    },
+    /// The zram swap could not be set up.
+    #[error("zram swap")]
+    Zram(#[source] Box<crate::zram_swap::ZramError>),
+    /// umount(2) refused at the end of the run.
+    #[error("cannot unmount {SCRATCH_MOUNT} (a process may still use it); the guest powers off with it mounted")]
+    Unmount(#[source] nix::Error),
+}
+
+/// The device name under /sys/block: `/dev/vda` → `vda` (the cmdline key
+/// was checked to be `/dev/NAME`).
+fn sys_name(device: &str) -> &str {
+    device.rsplit('/').next().unwrap_or(device)
+}
+
+/// Waits (bounded) for `device` to exist: drivers probe asynchronously
+/// after their module loaded, and devtmpfs adds the node when they are done.
+pub fn wait_for(device: &str) -> Result<(), StorageError> {
+    if appears(Path::new(device)) {
+        Ok(())
+    } else {
+        Err(StorageError::NoDevice { device: device.to_string(), waited_s: DEVICE_WAIT.as_secs() })
+    }
+}
+
+/// Whether `path` exists within [`DEVICE_WAIT`] (a device node, or a
+/// sysfs entry a module's probe creates).
+pub fn appears(path: &Path) -> bool {
+    let start = Instant::now();
+    while !path.exists() {
+        if start.elapsed() >= DEVICE_WAIT {
+            return false;
+        }
+        std::thread::sleep(DEVICE_POLL);
+    }
+    true
+}
+
+/// Reads a sysfs or procfs file.
+pub fn read(path: &str) -> Result<String, StorageError> {
+    fs::read_to_string(path).map_err(|source| StorageError::File { what: "read", path: path.to_string(), source })
+}
+
+/// Writes a sysfs file.
+pub fn write(path: &str, text: &str) -> Result<(), StorageError> {
+    fs::write(path, text).map_err(|source| StorageError::File { what: "write", path: path.to_string(), source })
+}
+
+/// The device's size in bytes (sysfs counts 512-byte sectors whatever the
+/// logical block size).
+fn device_bytes(device: &str) -> Result<u64, StorageError> {
+    let path = format!("/sys/block/{}/size", sys_name(device));
+    let text = read(&path)?;
+    text.trim()
+        .parse::<u64>()
+        .map(|sectors| sectors * 512)
+        .map_err(|_| StorageError::Unparsable { path, text: text.trim().to_string() })
+}
+
+/// The bracketed (active) entry of a `queue/scheduler` file, e.g.
+/// `mq-deadline` from `[mq-deadline] kyber none`.
+fn active_scheduler(text: &str) -> Option<&str> {
+    text.split_whitespace().find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
+}
+
+/// Every entry of a `queue/scheduler` file, brackets removed.
+fn offered_schedulers(text: &str) -> Vec<&str> {
+    text.split_whitespace().map(|w| w.trim_start_matches('[').trim_end_matches(']')).collect()
+}
+
+/// Selects `wanted` (when given) and returns the scheduler in effect.
+fn scheduler(device: &str, wanted: Option<&str>) -> Result<String, StorageError> {
+    let path = format!("/sys/block/{}/queue/scheduler", sys_name(device));
+    let before = read(&path)?;
+    if let Some(wanted) = wanted {
+        if !offered_schedulers(&before).contains(&wanted) {
+            return Err(StorageError::SchedulerNotOffered {
+                device: device.to_string(),
+                wanted: wanted.to_string(),
+                offered: offered_schedulers(&before).join(", "),
+            });
+        }
+        write(&path, wanted)?;
+    }
+    let after = read(&path)?;
+    let active = active_scheduler(&after)
+        .ok_or_else(|| StorageError::Unparsable { path: path.clone(), text: after.trim().to_string() })?;
+    match wanted {
+        Some(w) if w != active => Err(StorageError::SchedulerNotApplied {
+            device: device.to_string(),
+            wanted: w.to_string(),
+            got: active.to_string(),
+        }),
+        _ => Ok(active.to_string()),
+    }
+}
+
+/// The size in bytes /proc/swaps gives `device` (its Size column is KiB).
+fn swap_bytes_of(proc_swaps: &str, device: &str) -> Option<u64> {
+    proc_swaps.lines().skip(1).find_map(|line| {
+        let mut cols = line.split_whitespace();
+        let name = cols.next()?;
+        let size_kib: u64 = cols.nth(1)?.parse().ok()?;
+        (name == device).then_some(size_kib * 1024)
+    })
+}
+
+/// swapon(2) flags of <sys/swap.h> (not in the libc crate): the priority
+/// in the low bits is used only with this flag set.
+const SWAP_FLAG_PREFER: i32 = 0x8000;
+const SWAP_FLAG_PRIO_MASK: i32 = 0x7fff;
+
+/// Enables `device` as swap, at `priority` when given (else the kernel's
+/// decreasing negative default), and returns its size from /proc/swaps.
+pub fn swapon(device: &str, priority: Option<i32>) -> Result<u64, StorageError> {
+    wait_for(device)?;
+    let c = CString::new(device).map_err(|e| StorageError::Swapon { device: device.to_string(), source: e.into() })?;
+    let flags = priority.map_or(0, |p| SWAP_FLAG_PREFER | (p & SWAP_FLAG_PRIO_MASK));
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+    if unsafe { libc::swapon(c.as_ptr(), flags) } != 0 {
+        return Err(StorageError::Swapon { device: device.to_string(), source: std::io::Error::last_os_error() });
+    }
+    let text = read("/proc/swaps")?;
+    swap_bytes_of(&text, device).ok_or_else(|| StorageError::Unparsable {
+        path: "/proc/swaps".into(),
+        text: format!("no line for {device} in: {}", text.trim()),
+    })
+}
+
+fn mount_scratch(device: &str, fstype: &str) -> Result<(), StorageError> {
+    wait_for(device)?;
+    fs::create_dir_all(SCRATCH_MOUNT).map_err(StorageError::MountPoint)?;
+    // Default options, as a kernel developer's test box mounts its disks:
+    // the block layer and VM are what is measured, so nothing is tuned.
+    mount(Some(device), SCRATCH_MOUNT, Some(fstype), MsFlags::empty(), None::<&str>)
+        .map_err(|source| StorageError::Mount { device: device.to_string(), fstype: fstype.to_string(), source })
+}
+
+/// Sets up what `cmdline` asks for. Returns what is in effect (`None`
+/// when nothing was asked) and every failure; a failed piece is left out
+/// and the rest still goes on.
+pub fn setup(cmdline: &CmdlineConfig) -> (Option<StorageInfo>, Vec<StorageError>) {
+    if cmdline.scratch.is_none() && cmdline.swap.is_none() && cmdline.zram_bytes.is_none() {
+        return (None, Vec::new());
+    }
+    let mut info = StorageInfo::default();
+    let mut errors = Vec::new();
+    if let Some(device) = &cmdline.scratch {
+        let fstype = cmdline.scratch_fs.as_deref().unwrap_or(DEFAULT_SCRATCH_FS);
+        info.scratch_device = Some(device.clone());
+        info.scratch_fs = Some(fstype.to_string());
+        match mount_scratch(device, fstype) {
+            Ok(()) => {
+                info.scratch_mount = Some(SCRATCH_MOUNT.to_string());
+                match device_bytes(device) {
+                    Ok(b) => info.scratch_bytes = Some(b),
+                    Err(e) => errors.push(e),
+                }
+                match scheduler(device, cmdline.iosched.as_deref()) {
+                    Ok(s) => info.scheduler = Some(s),
+                    Err(e) => errors.push(e),
+                }
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    if let Some(device) = &cmdline.swap {
+        info.swap_device = Some(device.clone());
+        match swapon(device, None) {
+            Ok(b) => info.swap_bytes = Some(b),
+            Err(e) => errors.push(e),
+        }
+    }
+    if let Some(bytes) = cmdline.zram_bytes {
+        match crate::zram_swap::setup(bytes) {
+            Ok(z) => info.zram = Some(z),
+            Err(e) => errors.push(StorageError::Zram(Box::new(e))),
+        }
+    }
+    (Some(info), errors)
+}
+
+/// Records what the zram swap holds after the workloads (nothing to do
+/// without one).
+pub fn record_zram_usage(info: Option<&mut StorageInfo>) -> Result<(), StorageError> {
+    match info.and_then(|i| i.zram.as_mut()) {
+        Some(z) => crate::zram_swap::record_usage(z).map_err(|e| StorageError::Zram(Box::new(e))),
+        None => Ok(()),
+    }
+}
+
+/// Syncs and unmounts the scratch filesystem if `info` says it is mounted,
+/// so the journal is clean when the guest powers off.
+pub fn teardown(info: Option<&StorageInfo>) -> Result<(), StorageError> {
+    if info.and_then(|i| i.scratch_mount.as_deref()).is_none() {
+        return Ok(());
+    }
+    nix::unistd::sync();
+    umount(SCRATCH_MOUNT).map_err(StorageError::Unmount)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scheduler_file_is_read() {
+        assert_eq!(active_scheduler("[mq-deadline] kyber bfq none\n"), Some("mq-deadline"));
+        assert_eq!(active_scheduler("mq-deadline kyber [bfq] none\n"), Some("bfq"));
+        assert_eq!(active_scheduler("[none] \n"), Some("none"));
+        assert_eq!(active_scheduler("none\n"), None);
+        assert_eq!(offered_schedulers("[mq-deadline] kyber none\n"), ["mq-deadline", "kyber", "none"]);
+    }
+
+    #[test]
+    fn swap_sizes_come_from_proc_swaps() {
+        let text = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n/dev/vdb                                partition\t65532\t\t0\t\t-2\n";
+        assert_eq!(swap_bytes_of(text, "/dev/vdb"), Some(65532 * 1024));
+        assert_eq!(swap_bytes_of(text, "/dev/vdc"), None);
+        assert_eq!(swap_bytes_of("Filename Type Size Used Priority\n", "/dev/vdb"), None);
+    }
+
+    #[test]
+    fn sys_names() {
+        assert_eq!(sys_name("/dev/vda"), "vda");
+        assert_eq!(sys_name("/dev/nvme0n1"), "nvme0n1");
+    }
+
+    #[test]
+    fn nothing_asked_sets_up_nothing() {
+        let (info, errors) = setup(&CmdlineConfig::default());
+        assert!(info.is_none() && errors.is_empty());
+        assert!(teardown(None).is_ok());
+    }
+}

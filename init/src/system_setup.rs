@@ -1,0 +1,117 @@
+//! PID 1 setup: mounts, console file descriptors and PID 1's own OOM
+//! protection. Table-driven; every failure names the row that failed and is
+//! returned, never panicked on.
+
+use nix::mount::{mount, MsFlags};
+use std::fs;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+/// Errors while setting up the system.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// A mount from [`MOUNTS`] failed.
+    #[error("mount {fstype} on {target} failed")]
+    Mount {
+        /// Filesystem type.
+        fstype: &'static str,
+        /// Mount point.
+        target: &'static str,
+        /// errno.
+        #[source]
+        source: nix::Error,
+    },
+    /// A mount point could not be created.
+    #[error("cannot create mount point {target}")]
+    MountPoint {
+        /// Mount point.
+        target: &'static str,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// /dev/console could not be opened for fds 0-2.
+    #[error("cannot open /dev/console for stdin/stdout/stderr")]
+    Console(#[source] std::io::Error),
+    /// oom_score_adj could not be written.
+    #[error("cannot write {path}")]
+    OomScore {
+        /// The file.
+        path: &'static str,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// One mount: (source, target, fstype, flags, data).
+pub type MountRow = (&'static str, &'static str, &'static str, MsFlags, &'static str);
+
+const NOSUID_NODEV_NOEXEC: MsFlags = MsFlags::MS_NOSUID.union(MsFlags::MS_NODEV).union(MsFlags::MS_NOEXEC);
+
+/// Everything PID 1 mounts, in order. The work directory is a tmpfs so the
+/// workloads never write to the initramfs' rootfs.
+pub const MOUNTS: &[MountRow] = &[
+    ("proc", "/proc", "proc", NOSUID_NODEV_NOEXEC, ""),
+    ("sysfs", "/sys", "sysfs", NOSUID_NODEV_NOEXEC, ""),
+    ("devtmpfs", "/dev", "devtmpfs", MsFlags::MS_NOSUID, "mode=0755"),
+    ("devpts", "/dev/pts", "devpts", MsFlags::MS_NOSUID.union(MsFlags::MS_NOEXEC), "gid=5,mode=620,ptmxmode=666"),
+    ("tmpfs", "/run", "tmpfs", MsFlags::MS_NOSUID.union(MsFlags::MS_NODEV), "mode=0755"),
+    ("tmpfs", "/work", "tmpfs", MsFlags::MS_NOSUID.union(MsFlags::MS_NODEV), "mode=1777"),
+];
+
+/// The directory workloads write into.
+pub const WORK_DIR: &str = "/work";
+
+/// Mounts every row of [`MOUNTS`]; a row already mounted (EBUSY) is fine.
+/// Returns the errors of the rows that failed, and goes on with the rest.
+pub fn mount_all() -> Vec<SetupError> {
+    let mut errors = Vec::new();
+    for &(source, target, fstype, flags, data) in MOUNTS {
+        if let Err(source) = fs::create_dir_all(target) {
+            errors.push(SetupError::MountPoint { target, source });
+            continue;
+        }
+        let data = if data.is_empty() { None } else { Some(data) };
+        match mount(Some(source), target, Some(fstype), flags, data) {
+            Ok(()) | Err(nix::Error::EBUSY) => {}
+            Err(source) => errors.push(SetupError::Mount { fstype, target, source }),
+        }
+    }
+    errors
+}
+
+fn fd_open(fd: i32) -> bool {
+    // SAFETY: F_GETFD only queries the descriptor table.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) != -1 }
+}
+
+/// Makes sure fds 0, 1 and 2 exist, opening /dev/console for any that do
+/// not (the kernel opens it for us only when the initramfs has the node).
+pub fn ensure_console_fds() -> Result<(), SetupError> {
+    if (0..3).all(fd_open) {
+        return Ok(());
+    }
+    let console =
+        fs::OpenOptions::new().read(true).write(true).open(Path::new("/dev/console")).map_err(SetupError::Console)?;
+    for fd in 0..3 {
+        if !fd_open(fd) {
+            // SAFETY: dup2 onto a free descriptor number; `console` stays
+            // open until after the loop.
+            if unsafe { libc::dup2(console.as_raw_fd(), fd) } == -1 {
+                return Err(SetupError::Console(std::io::Error::last_os_error()));
+            }
+        }
+    }
+    // `console` itself may have landed on 0..2; only close it if not.
+    if console.as_raw_fd() < 3 {
+        std::mem::forget(console);
+    }
+    Ok(())
+}
+
+/// Sets this process's OOM score adjustment.
+pub fn set_oom_score_adj(value: i32) -> Result<(), SetupError> {
+    const PATH: &str = "/proc/self/oom_score_adj";
+    fs::write(PATH, value.to_string()).map_err(|source| SetupError::OomScore { path: PATH, source })
+}

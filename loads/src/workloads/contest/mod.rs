@@ -1,0 +1,495 @@
+//! `contest`: Con Kolivas' contest (shared/reference/001 and 003) rebuilt
+//! inside the appliance. The foreground job is a kbuild build (`make -j`
+//! 4 × ncpus, the job count contest used) of a seeded tree on the scratch
+//! filesystem; each row times it once with no load (no_load), again with
+//! warm caches (cacherun), and under each of nine background loads started
+//! a few seconds before it and stopped after it. Per row: Time, CPU% of
+//! the build, the load's completed work (Loads) and CPU share (LCPU%), and
+//! the ratio to no_load. A row whose load fails is an error of that row,
+//! never a silent no_load. Owns the rows, their order and metrics; the
+//! loads are in `background_loads`, their processes in `load_process`.
+
+pub mod background_loads;
+pub mod load_process;
+pub mod page_cache;
+pub mod scratch_space;
+mod shared_page;
+
+use super::kbuild::make::{build_once, BuildStats, JobLimit};
+use super::kbuild::online_cpus;
+use super::kbuild::source_tree::{SourceTree, TreeSpec};
+use super::nbench::builtin_loadfile;
+use super::{params_map, RunContext, Workload, WorkloadError};
+use crate::runner::error_chain;
+use crate::schema::{Iteration, Metric, SystemDeltas};
+use crate::system_counters::IterationCounters;
+use background_loads::{LoadEnv, LoadKind, MIB};
+use load_process::LoadReport;
+use scratch_space::ScratchSpace;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const NAME: &str = "contest";
+
+/// The /proc/vmstat counters each row records: block IO in KiB (pgpgin,
+/// pgpgout), swap traffic in pages (pswpin, pswpout), major faults, OOM
+/// kills and direct reclaim stalls. They show what a load did to the
+/// block layer and the VM, which its wall-time effect alone cannot.
+const ROW_VMSTAT: &[&str] = &["pgpgin", "pgpgout", "pswpin", "pswpout", "pgmajfault", "oom_kill", "allocstall_normal"];
+
+/// A row of contest's table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Row {
+    /// The build alone, caches dropped.
+    NoLoad,
+    /// The build alone again, caches kept warm from no_load.
+    Cacherun,
+    /// The build under a background load.
+    Load(LoadKind),
+}
+
+/// Every row, in contest's order.
+pub const ROWS: &[Row] = &[
+    Row::NoLoad,
+    Row::Cacherun,
+    Row::Load(LoadKind::Process),
+    Row::Load(LoadKind::Ctar),
+    Row::Load(LoadKind::Xtar),
+    Row::Load(LoadKind::Io),
+    Row::Load(LoadKind::Read),
+    Row::Load(LoadKind::List),
+    Row::Load(LoadKind::Mem),
+    Row::Load(LoadKind::Dbench),
+    Row::Load(LoadKind::Fork),
+];
+
+impl Row {
+    /// The row's name in tables and metric names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Row::NoLoad => "no_load",
+            Row::Cacherun => "cacherun",
+            Row::Load(k) => k.name(),
+        }
+    }
+
+    /// The row called `name`.
+    pub fn from_name(name: &str) -> Option<Row> {
+        ROWS.iter().copied().find(|r| r.name() == name)
+    }
+
+    /// The unit of the row's Loads column.
+    pub fn load_unit(self) -> &'static str {
+        match self {
+            Row::Load(k) => k.unit(),
+            _ => "none",
+        }
+    }
+}
+
+/// Parameters of `contest`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ContestParams {
+    /// Rows to run, in contest's order (a subset of the eleven): a list,
+    /// or one comma-separated word (`bootbench.contest.rows=no_load,io_load`).
+    #[serde(deserialize_with = "list_or_words")]
+    pub rows: Vec<String>,
+    /// Source files of the foreground build's tree.
+    pub files: u32,
+    /// `make -j` of the foreground build; default 4 × CPUs.
+    pub jobs: Option<u32>,
+    /// Seconds a load runs before the build starts.
+    pub lead_s: f64,
+    /// Seconds a load gets to stop after the build before it is killed.
+    pub stop_grace_s: f64,
+    /// Where the files go: `auto` (/scratch when mounted, else the work
+    /// directory) or a directory.
+    pub dir: String,
+    /// The RAM size the loads are sized from (io_load and read_load files,
+    /// mem_load's 110%); default the machine's MemTotal.
+    pub mem_bytes: Option<u64>,
+    /// Drop the page cache before every row but cacherun.
+    pub drop_caches: bool,
+    /// OOM kills of mem_load's worker tolerated (it is restarted after
+    /// each) before the row is an error.
+    pub max_oom_kills: u64,
+    /// Source files of the tree ctar_load archives and xtar_load extracts.
+    pub tar_files: u32,
+    /// Processes in process_load's ring; default 4 × CPUs.
+    pub ring_procs: Option<u32>,
+    /// dbench_load's clients; default 16 × CPUs.
+    pub dbench_clients: Option<u32>,
+}
+
+/// A list of strings, or one string of comma-separated words (what a
+/// kernel cmdline can carry).
+fn list_or_words<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum ListOrWords {
+        List(Vec<String>),
+        Words(String),
+    }
+    Ok(match ListOrWords::deserialize(d)? {
+        ListOrWords::List(l) => l,
+        ListOrWords::Words(w) => w.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect(),
+    })
+}
+
+impl Default for ContestParams {
+    fn default() -> Self {
+        ContestParams {
+            rows: ROWS.iter().map(|r| r.name().to_string()).collect(),
+            files: 300,
+            jobs: None,
+            lead_s: 3.0,
+            stop_grace_s: 10.0,
+            dir: "auto".into(),
+            mem_bytes: None,
+            drop_caches: true,
+            max_oom_kills: 3,
+            tar_files: 300,
+            ring_procs: None,
+            dbench_clients: None,
+        }
+    }
+}
+
+/// The machine's MemTotal in bytes.
+pub fn mem_total_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
+/// The prepared workload.
+pub struct Contest {
+    params: ContestParams,
+    rows: Vec<Row>,
+    space: ScratchSpace,
+    tree: SourceTree,
+    jobs: u32,
+    cpus: usize,
+    env: LoadEnv,
+    applet_exe: PathBuf,
+}
+
+fn bad(why: String) -> WorkloadError {
+    WorkloadError::Invalid { workload: NAME, why }
+}
+
+fn failed(source: impl std::error::Error + Send + Sync + 'static) -> WorkloadError {
+    WorkloadError::Failed { workload: NAME, source: Box::new(source) }
+}
+
+/// A file operation of contest's preparation failed.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot {what} {path}")]
+pub struct PrepareError {
+    what: &'static str,
+    path: PathBuf,
+    #[source]
+    source: std::io::Error,
+}
+
+fn prep<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> WorkloadError + 'a {
+    move |source| failed(PrepareError { what, path: path.to_path_buf(), source })
+}
+
+/// Writes `bytes` (whole MiB) of data to `path` and syncs it.
+fn write_sized(path: &Path, bytes: u64) -> Result<(), WorkloadError> {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path).map_err(prep("create", path))?;
+    let chunk = vec![0x3c_u8; MIB as usize];
+    for _ in 0..(bytes / MIB).max(1) {
+        f.write_all(&chunk).map_err(prep("write", path))?;
+    }
+    f.sync_all().map_err(prep("sync", path))
+}
+
+fn fresh_dir(path: &Path) -> Result<(), WorkloadError> {
+    match std::fs::remove_dir_all(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(prep("remove", path)(e)),
+    }
+    std::fs::create_dir_all(path).map_err(prep("create", path))
+}
+
+impl Contest {
+    /// Checks the parameters and the space, generates the trees and files
+    /// the rows need, and runs one warmup build.
+    pub fn new(params: ContestParams, ctx: &RunContext) -> Result<Contest, WorkloadError> {
+        if params.rows.is_empty() {
+            return Err(bad("rows is empty; give some of no_load, cacherun, process_load, ...".into()));
+        }
+        let mut rows = Vec::new();
+        for name in &params.rows {
+            let row = Row::from_name(name).ok_or_else(|| {
+                let known: Vec<&str> = ROWS.iter().map(|r| r.name()).collect();
+                bad(format!("unknown row '{name}' in rows (known: {})", known.join(", ")))
+            })?;
+            if rows.contains(&row) {
+                return Err(bad(format!("rows lists '{name}' twice")));
+            }
+            rows.push(row);
+        }
+        // Always contest's order, whatever order the list has.
+        rows.sort_by_key(|r| ROWS.iter().position(|x| x == r));
+        for (param, v) in [("lead_s", params.lead_s), ("stop_grace_s", params.stop_grace_s)] {
+            if !v.is_finite() || !(0.0..=600.0).contains(&v) {
+                return Err(bad(format!("{param} must be between 0 and 600 seconds, not {v}")));
+            }
+        }
+        if params.files < 2 || params.tar_files < 2 {
+            return Err(bad(format!(
+                "files and tar_files must be at least 2 (got {}, {})",
+                params.files, params.tar_files
+            )));
+        }
+        if [params.jobs, params.ring_procs, params.dbench_clients].contains(&Some(0)) {
+            return Err(bad("jobs, ring_procs and dbench_clients must be at least 1".into()));
+        }
+        let mem_bytes = match params.mem_bytes {
+            Some(0) => return Err(bad("mem_bytes must be more than 0".into())),
+            Some(b) => b,
+            None => mem_total_bytes()
+                .ok_or_else(|| bad("cannot read MemTotal from /proc/meminfo; give mem_bytes".into()))?,
+        };
+        let file_bytes = (mem_bytes / MIB).max(1) * MIB;
+        let cpus = online_cpus();
+        let jobs = params.jobs.unwrap_or((cpus as u32).saturating_mul(4));
+        let space = scratch_space::choose(&params.dir, &ctx.work_dir).map_err(failed)?;
+        let has = |k: LoadKind| rows.contains(&Row::Load(k));
+        // Files the rows keep at once: io_load's and read_load's RAM-sized
+        // files, plus trees, archives and dbench's files (64 MiB slack).
+        let need = [(has(LoadKind::Io), file_bytes), (has(LoadKind::Read), file_bytes)]
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, b)| *b)
+            .sum::<u64>()
+            + 64 * MIB;
+        space.require(need).map_err(failed)?;
+
+        let root = space.dir.join("contest");
+        fresh_dir(&root)?;
+        let tree = SourceTree::generate(&root.join("build"), &TreeSpec { files: params.files, headers: 0 }, ctx.seed)
+            .map_err(failed)?;
+        let tar_source = root.join("tar-source");
+        let tar_archive = root.join("tar-source.tar");
+        if has(LoadKind::Ctar) || has(LoadKind::Xtar) {
+            let seed = ctx.seed.wrapping_add(1);
+            SourceTree::generate(&tar_source, &TreeSpec { files: params.tar_files, headers: 0 }, seed)
+                .map_err(failed)?;
+            let f = std::fs::File::create(&tar_archive).map_err(prep("create", &tar_archive))?;
+            let mut b = tar::Builder::new(std::io::BufWriter::new(f));
+            b.append_dir_all("tree", &tar_source).map_err(prep("archive", &tar_source))?;
+            b.into_inner().map_err(prep("write", &tar_archive))?;
+        }
+        let read_file = root.join("read_load.dat");
+        if has(LoadKind::Read) {
+            write_sized(&read_file, file_bytes)?;
+        }
+        let env = LoadEnv {
+            dir: root.join("load"),
+            ring_procs: params.ring_procs.unwrap_or((cpus as u32).saturating_mul(4)),
+            file_bytes,
+            mem_bytes,
+            max_oom_kills: params.max_oom_kills,
+            tar_source,
+            tar_archive,
+            read_file,
+            list_root: PathBuf::from("/"),
+            dbench_clients: params.dbench_clients.unwrap_or((cpus as u32).saturating_mul(16)),
+            dbench_loadfile: builtin_loadfile::builtin().map_err(failed)?,
+        };
+        let mut params = params;
+        params.mem_bytes = Some(mem_bytes);
+        params.jobs = Some(jobs);
+        params.ring_procs = Some(env.ring_procs);
+        params.dbench_clients = Some(env.dbench_clients);
+        params.rows = rows.iter().map(|r| r.name().to_string()).collect();
+        let me = Contest { params, rows, space, tree, jobs, cpus, env, applet_exe: ctx.applet_exe.clone() };
+        // As kernbench did: one untimed build first, so the first row does
+        // not pay for cold binaries.
+        build_once(&me.tree, JobLimit::Jobs(jobs as usize), &me.applet_exe).map_err(failed)?;
+        Ok(me)
+    }
+
+    /// Runs one row: the load (if any) gets its head start, the build is
+    /// timed, the load is stopped and reaped.
+    fn run_row(&mut self, row: Row) -> Result<(BuildStats, Option<LoadReport>), WorkloadError> {
+        fresh_dir(&self.env.dir)?;
+        let limit = JobLimit::Jobs(self.jobs as usize);
+        let Row::Load(kind) = row else {
+            return build_once(&self.tree, limit, &self.applet_exe).map(|b| (b, None)).map_err(failed);
+        };
+        let mut load = load_process::start(kind, &self.env).map_err(failed)?;
+        load.lead(Duration::from_secs_f64(self.params.lead_s)).map_err(failed)?;
+        let build = build_once(&self.tree, limit, &self.applet_exe);
+        let report = load.stop(Duration::from_secs_f64(self.params.stop_grace_s));
+        let build = build.map_err(failed)?;
+        let report = report.map_err(failed)?;
+        Ok((build, Some(report)))
+    }
+}
+
+fn record(it: &mut Iteration, row: Row, build: &BuildStats, load: Option<&LoadReport>) -> serde_json::Value {
+    let r = row.name();
+    let m = &mut it.metrics;
+    m.insert(format!("time_{r}"), Metric::lower(build.elapsed_s, "s"));
+    m.insert(format!("cpu_percent_{r}"), Metric::higher(build.cpu_percent, "%"));
+    m.insert(format!("loads_{r}"), Metric::higher(load.map_or(0, |l| l.work) as f64, row.load_unit()));
+    m.insert(format!("lcpu_percent_{r}"), Metric::higher(load.map_or(0.0, |l| l.cpu_percent), "%"));
+    let mut detail = serde_json::json!({
+        "row": r,
+        "load_unit": row.load_unit(),
+        "build_execs": build.execs,
+        "build_minor_faults": build.usage.minor_faults,
+        "build_major_faults": build.usage.major_faults,
+        "build_voluntary_switches": build.usage.voluntary_switches,
+        "build_involuntary_switches": build.usage.involuntary_switches,
+    });
+    if let (Some(l), Some(obj)) = (load, detail.as_object_mut()) {
+        obj.insert("load_wall_s".into(), l.wall_s.into());
+        obj.insert("load_cpu_s".into(), l.cpu_s.into());
+        obj.insert("load_oom_kills".into(), l.oom_kills.into());
+        obj.insert("load_killed".into(), l.killed.into());
+        obj.insert("load_stop_s".into(), l.stop_s.into());
+        obj.insert("load_pgid".into(), l.pgid.into());
+    }
+    detail
+}
+
+/// The row's [`ROW_VMSTAT`] counters, 0 for those that did not change.
+fn row_vmstat(d: &SystemDeltas) -> serde_json::Value {
+    let counts: serde_json::Map<String, serde_json::Value> =
+        ROW_VMSTAT.iter().map(|k| (k.to_string(), d.vmstat.get(*k).copied().unwrap_or(0).into())).collect();
+    counts.into()
+}
+
+impl Workload for Contest {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn params(&self) -> serde_json::Map<String, serde_json::Value> {
+        params_map(&self.params)
+    }
+
+    fn run_iteration(&mut self) -> Result<Iteration, WorkloadError> {
+        let mut it = Iteration::default();
+        let mut rows = Vec::new();
+        let mut drop_error = None;
+        let mut counters = IterationCounters::default();
+        for row in self.rows.clone() {
+            if self.params.drop_caches && row != Row::Cacherun {
+                if let Err(e) = page_cache::drop_caches() {
+                    drop_error.get_or_insert(error_chain(&e));
+                }
+            }
+            counters.start();
+            let mut detail = match self.run_row(row) {
+                Ok((build, load)) => record(&mut it, row, &build, load.as_ref()),
+                Err(e) => {
+                    it.errors.push(format!("{}: {}", row.name(), error_chain(&e)));
+                    serde_json::json!({ "row": row.name(), "load_unit": row.load_unit(), "error": error_chain(&e) })
+                }
+            };
+            if let Some(obj) = detail.as_object_mut() {
+                match counters.finish() {
+                    Ok(d) => obj.insert("vmstat".into(), row_vmstat(&d)),
+                    Err(e) => obj.insert("vmstat_error".into(), error_chain(&e).into()),
+                };
+            }
+            rows.push(detail);
+        }
+        if let Some(base) = it.metrics.get("time_no_load").map(|m| m.value).filter(|v| *v > 0.0) {
+            for row in &self.rows {
+                let r = row.name();
+                if let Some(t) = it.metrics.get(&format!("time_{r}")).map(|m| m.value) {
+                    it.metrics.insert(format!("ratio_{r}"), Metric::lower(t / base, "ratio"));
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.env.dir);
+        let d = &mut it.detail;
+        d.insert("rows".into(), rows.into());
+        d.insert("cpus".into(), self.cpus.into());
+        d.insert("jobs".into(), self.jobs.into());
+        d.insert("dir".into(), self.space.dir.display().to_string().into());
+        d.insert("fs".into(), self.space.fs.clone().into());
+        d.insert("scratch_disk".into(), self.space.scratch_disk.into());
+        d.insert("tree_sha256".into(), self.tree.sha256.clone().into());
+        d.insert("caches_dropped".into(), (self.params.drop_caches && drop_error.is_none()).into());
+        if let Some(e) = drop_error {
+            d.insert("drop_caches_error".into(), e.into());
+        }
+        Ok(it)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(f: &dyn Fn(&mut ContestParams)) -> String {
+        let mut p = ContestParams { mem_bytes: Some(64 * MIB), ..Default::default() };
+        f(&mut p);
+        let tmp = tempfile::tempdir().unwrap();
+        match Contest::new(p, &RunContext::new(1, tmp.path().to_path_buf())) {
+            Ok(_) => String::new(),
+            Err(e) => error_chain(&e),
+        }
+    }
+
+    #[test]
+    fn rows_are_contests_eleven_in_order() {
+        let names: Vec<&str> = ROWS.iter().map(|r| r.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "no_load",
+                "cacherun",
+                "process_load",
+                "ctar_load",
+                "xtar_load",
+                "io_load",
+                "read_load",
+                "list_load",
+                "mem_load",
+                "dbench_load",
+                "fork_load"
+            ]
+        );
+        assert_eq!(Row::from_name("io_load"), Some(Row::Load(LoadKind::Io)));
+        assert_eq!(Row::from_name("io"), None);
+        assert_eq!(Row::Load(LoadKind::Io).load_unit(), "MiB written");
+    }
+
+    #[test]
+    fn bad_parameters_are_refused_before_any_work() {
+        assert!(refused(&|p| p.rows.clear()).contains("rows is empty"));
+        assert!(refused(&|p| p.rows = vec!["no_load".into(), "disk_load".into()]).contains("unknown row 'disk_load'"));
+        assert!(refused(&|p| p.rows = vec!["no_load".into(), "no_load".into()]).contains("twice"));
+        assert!(refused(&|p| p.lead_s = -1.0).contains("lead_s"));
+        assert!(refused(&|p| p.stop_grace_s = f64::NAN).contains("stop_grace_s"));
+        assert!(refused(&|p| p.files = 1).contains("at least 2"));
+        assert!(refused(&|p| p.jobs = Some(0)).contains("at least 1"));
+        assert!(refused(&|p| p.mem_bytes = Some(0)).contains("mem_bytes"));
+        assert!(refused(&|p| p.dir = "/nonexistent/scratch".into()).contains("/nonexistent/scratch"));
+        // A RAM size no disk here has room for twice.
+        let e = refused(&|p| p.mem_bytes = Some(1 << 60));
+        assert!(e.contains("MiB free in") && e.contains("--scratch-disk"), "{e}");
+        let mut m = serde_json::Map::new();
+        m.insert("rows".into(), serde_json::json!("no_load, io_load"));
+        let p: ContestParams = super::super::parse_params("contest", &m).unwrap();
+        assert_eq!(p.rows, ["no_load", "io_load"], "a cmdline word lists rows too");
+        let mut m = serde_json::Map::new();
+        m.insert("row".into(), serde_json::json!(["no_load"]));
+        assert!(super::super::parse_params::<ContestParams>("contest", &m).is_err(), "unknown field");
+    }
+}

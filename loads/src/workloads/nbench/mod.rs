@@ -1,0 +1,13 @@
+//! NBENCH replay shared by `dbench` and `tbench`: the loadfile format, DOS
+//! wildcards, the built-in loadfile, the per-client executors (filesystem
+//! for dbench, loopback TCP for tbench) and the multi-process driver that
+//! runs clients through a warmup and a timed phase.
+
+pub mod builtin_loadfile;
+pub mod client_driver;
+pub mod dos_wildcard;
+pub mod fs_client;
+pub mod loadfile;
+pub mod params;
+pub mod results;
+pub mod tcp_wire;

@@ -1,0 +1,133 @@
+//! The workloads that exec applets, run on the host through the
+//! `bootbench-applet` binary (a test harness cannot dispatch applets).
+//! They check what the kernel is made to do: execs, page faults, context
+//! switches, and that nothing is left running.
+
+use loads::workloads::kbuild::make::{build_once, JobLimit};
+use loads::workloads::kbuild::source_tree::{SourceTree, TreeSpec};
+use loads::workloads::{self, RunContext};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+/// Tests here reap and count children; they run one at a time so one
+/// test cannot reap another's.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn ctx(dir: &std::path::Path) -> RunContext {
+    RunContext {
+        seed: 7,
+        work_dir: dir.to_path_buf(),
+        applet_exe: PathBuf::from(env!("CARGO_BIN_EXE_bootbench-applet")),
+    }
+}
+
+fn params(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    match v {
+        serde_json::Value::Object(m) => m,
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn kbuild_iteration_counts_execs_faults_and_switches() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tempfile::tempdir().unwrap();
+    let files = 24;
+    let mut w = workloads::prepare(
+        "kbuild",
+        &params(serde_json::json!({"files": files, "modes": ["single", "optimal", "maximal"], "cpus": 2})),
+        &ctx(d.path()),
+    )
+    .unwrap();
+    let it = w.run_iteration().unwrap();
+    for mode in ["single", "optimal", "maximal"] {
+        let m = |k: &str| it.metrics[&format!("{k}_{mode}")].value;
+        let detail = |k: &str| it.detail[&format!("{k}_{mode}")].as_u64().unwrap();
+        // make, one cc per file, one ld.
+        assert_eq!(detail("execs"), files + 2, "{mode}");
+        assert!(m("elapsed") > 0.0 && m("user") > 0.0 && m("cpu_percent") > 0.0, "{mode}: {it:?}");
+        // Every exec maps and touches a fresh image: dozens of minor faults
+        // each at least, whatever the page size.
+        assert!(detail("minor_faults") > 20 * (files + 2), "{mode}: {}", detail("minor_faults"));
+        // make sleeps in wait4 for every job at least once.
+        assert!(m("sleeps") >= files as f64, "{mode}: {}", m("sleeps"));
+    }
+    assert_eq!(it.detail["max_running_single"], 1);
+    assert_eq!(it.detail["max_running_optimal"], 8, "4 x 2 CPUs");
+    assert_eq!(it.detail["max_running_maximal"], files);
+    assert_eq!(it.detail["jobs_maximal"], "-j");
+    assert_eq!(it.detail["tree_files"], files);
+    assert_eq!(it.detail.get("skipped"), None, "half was not asked for");
+    eprintln!("{}", serde_json::to_string_pretty(&it).unwrap());
+    assert_no_children();
+}
+
+#[test]
+fn build_once_is_deterministic_and_reports_a_failed_compile() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tempfile::tempdir().unwrap();
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_bootbench-applet"));
+    let tree = SourceTree::generate(&d.path().join("t"), &TreeSpec { files: 10, headers: 0 }, 99).unwrap();
+    let a = build_once(&tree, JobLimit::Jobs(3), &exe).unwrap();
+    let b = build_once(&tree, JobLimit::Unbounded, &exe).unwrap();
+    assert_eq!(a.image_sha256, b.image_sha256);
+    assert_eq!((a.compiles, a.execs), (10, 12));
+    // Break one source: the build fails naming file and line, and no job
+    // is left behind.
+    let victim = tree.root.join(&tree.sources[4]);
+    let mut text = std::fs::read_to_string(&victim).unwrap();
+    text.push_str("int broken(void) { return undeclared_thing; }\n");
+    std::fs::write(&victim, text).unwrap();
+    let e = build_once(&tree, JobLimit::Jobs(4), &exe).unwrap_err().to_string();
+    assert!(e.contains("undeclared_thing") && e.contains(&tree.sources[4]), "{e}");
+    assert!(!tree.root.join("vmlinux").exists());
+    assert_no_children();
+}
+
+fn assert_no_children() {
+    // Every child this process started was reaped (ECHILD means none left).
+    let r = nix::sys::wait::waitpid(None, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+    assert!(matches!(r, Err(nix::Error::ECHILD)), "{r:?}");
+}
+
+#[test]
+fn sdet_levels_report_throughput_and_failures_name_the_command() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tempfile::tempdir().unwrap();
+    let p = params(serde_json::json!({"levels": [1, 3], "units": 12, "docs": 3, "doc_lines": 50}));
+    let mut w = workloads::prepare("sdet", &p, &ctx(d.path())).unwrap();
+    let it = w.run_iteration().unwrap();
+    let per_script = it.detail["commands_per_script"].as_u64().unwrap();
+    // 12 units: ten single commands, mkdir/cp/ls/rm, and a 3-stage pipeline.
+    assert_eq!(per_script, 15);
+    for n in [1u64, 3] {
+        let sph = it.metrics[&format!("scripts_per_hour_{n}")].value;
+        let elapsed = it.detail[&format!("elapsed_{n}")].as_f64().unwrap();
+        assert!((sph - n as f64 * 3600.0 / elapsed).abs() < 1e-6 * sph, "{sph} {elapsed}");
+        // Execs: every stage of every command of every script.
+        assert_eq!(it.detail[&format!("execs_{n}")].as_u64().unwrap(), n * (per_script + 2));
+        assert!(it.detail[&format!("minor_faults_{n}")].as_u64().unwrap() > 20 * n * per_script);
+    }
+    assert_no_children();
+    // A file a command needs disappears: the level fails, naming the
+    // script's failing command, and nothing is left running.
+    std::fs::remove_file(d.path().join("sdet/skel/docs/numbers.txt")).unwrap();
+    let e = loads::runner::error_chain(&w.run_iteration().unwrap_err());
+    assert!(e.contains("sort -n -r docs/numbers.txt") && e.contains("No such file"), "{e}");
+    assert_no_children();
+}
+
+#[test]
+fn hackbench_all_modes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tempfile::tempdir().unwrap();
+    let p = params(serde_json::json!({"groups": 2, "loops": 10}));
+    let mut w = workloads::prepare("hackbench", &p, &ctx(d.path())).unwrap();
+    let it = w.run_iteration().unwrap();
+    for m in ["pipe_process", "pipe_thread", "socket_process", "socket_thread"] {
+        assert!(it.metrics[&format!("time_{m}")].value > 0.0, "{m}");
+    }
+    assert_eq!(it.detail["tasks"], 80);
+    assert_eq!(it.detail["messages"], 2 * 20 * 20 * 10);
+    assert_no_children();
+}

@@ -1,0 +1,25 @@
+//! Uploading a run's result to a receiver (`bootbench serve` or anything
+//! speaking the same small protocol), used by the guest init after the
+//! result has gone to the console, and by `bootbench upload` on a host.
+//!
+//! Protocol: `PUT {base}/runs/{run_id}` with `Authorization: Bearer TOKEN`,
+//! the run id repeated in `X-Bootbench-Run-Id`, a JSON body. 201 = stored,
+//! 200 with `{"already_stored": true}` = stored before (a retry is
+//! harmless), 4xx = refused for good, 5xx/408/429 and network errors =
+//! retried with exponential backoff and jitter, a bounded number of times.
+//!
+//! This crate owns the client side only; it never panics on what the
+//! network sends and never returns an error: [`upload`] returns an
+//! [`UploadOutcome`] that is the report.
+
+mod name_resolution;
+mod outcome_event;
+mod retry_policy;
+mod upload;
+mod upload_url;
+
+pub use name_resolution::{resolve, Resolution, ResolveError};
+pub use outcome_event::{EventError, UploadReport, EVENT_NETWORK, EVENT_UPLOAD};
+pub use retry_policy::RetryPolicy;
+pub use upload::{upload, Attempt, TlsRoots, UploadOutcome, UploadRequest, UploadSettings, Verdict};
+pub use upload_url::{check_run_id, parse_base_url, run_url, UrlError, ATTEMPT_HEADER, MAX_RUN_ID_LEN, RUN_ID_HEADER};

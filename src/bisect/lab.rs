@@ -1,0 +1,732 @@
+//! Where commits become measurements: check a commit out, build it with the
+//! user's command, check that the kernel can run the appliance, copy it out
+//! of the tree, and boot it in QEMU with the appliance. [`Lab`] is what the
+//! driver needs; [`QemuLab`] is the real one (the simulation has its own).
+//! This module owns the tree's checkout during a bisection and the
+//! artifacts directory (kernels, build logs, results files); it decides no
+//! verdicts.
+
+use super::kernel_config::{missing_for_appliance, KernelConfig};
+use super::state::{short, BuildRecord, BuildStatus, Mode};
+use crate::image_cmd::{self, ImageSpec};
+use crate::local_cmd::{apply_overrides, load_suite};
+use crate::results_file::{BootRecord, ResultsFile};
+use crate::run_cmd::{self, RunArgs};
+use clap::Parser;
+use image::Compression;
+use loads::schema::{RunDocument, Status};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Errors that stop a bisection (a failing build or boot is not one: it is
+/// a skipped commit).
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// `git checkout` refused.
+    #[error("cannot check out {commit} in {tree}: {stderr}")]
+    Checkout {
+        /// The tree.
+        tree: PathBuf,
+        /// The commit.
+        commit: String,
+        /// What git said.
+        stderr: String,
+    },
+    /// A file or directory of the lab could not be read or written.
+    #[error("cannot {what} {path}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The build command could not be started at all.
+    #[error("cannot start the build command `{command}` in {tree}")]
+    BuildSpawn {
+        /// The command.
+        command: String,
+        /// The tree.
+        tree: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `--metric` is not `WORKLOAD.METRIC` or names a workload the suite
+    /// does not run.
+    #[error("bad --metric '{metric}': {why}")]
+    BadMetric {
+        /// The metric as given.
+        metric: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// The boot options do not parse (they are checked like `bootbench run`'s).
+    #[error("bad boot options: {0}")]
+    BadBootOptions(String),
+    /// The appliance image could not be built.
+    #[error("cannot build the appliance initramfs {path}")]
+    Image {
+        /// Where it was to go.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The initramfs changed between runs of one bisection.
+    #[error("the bisection's initramfs {path} is missing or changed (sha256 {found}, recorded {recorded}); boots after the change would not be comparable with those before: start a new bisection")]
+    ImageChanged {
+        /// The image.
+        path: PathBuf,
+        /// What it hashes to now.
+        found: String,
+        /// What the state recorded.
+        recorded: String,
+    },
+    /// QEMU could not be run at all (not a kernel failure).
+    #[error("cannot boot {commit}")]
+    Boot {
+        /// The commit.
+        commit: String,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A commit without a built kernel was asked to boot.
+    #[error("commit {0} has no built kernel to boot")]
+    NotBuilt(String),
+}
+
+/// What one boot gave.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BootObservation {
+    /// `ok`, or `panic`, `oops`, `hang`, `qemu_failure`, `incomplete`,
+    /// `partial` (a workload failed), `no_metric`.
+    pub classification: String,
+    /// What failed.
+    pub detail: Option<String>,
+    /// The metric's iterations (perf mode, ok boots).
+    pub iterations: Vec<f64>,
+    /// Host wall time of the boot.
+    pub wall_s: f64,
+}
+
+/// What the driver needs from a lab.
+pub trait Lab {
+    /// Checks `commit` out (when the lab owns the checkout) and builds it.
+    fn build(&mut self, commit: &str) -> Result<BuildRecord, LabError>;
+    /// Boots `commit`'s kernel once; `index` numbers the boot in the
+    /// bisection.
+    fn boot(&mut self, commit: &str, build: &BuildRecord, index: usize) -> Result<BootObservation, LabError>;
+}
+
+/// How each kernel is booted: the options of `bootbench run` that make
+/// sense for a bisection (the initramfs is built once, so the kernel cannot
+/// be chosen here).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Args)]
+pub struct BootOptions {
+    /// Guest arch: x86_64, i386, ppc64le or ppc64.
+    #[arg(long, default_value = "x86_64")]
+    pub arch: String,
+    /// Built-in suite (quick, standard, full) or a suite JSON file.
+    #[arg(long, default_value = "quick")]
+    pub suite: String,
+    /// Measured iterations per workload (overrides the suite).
+    #[arg(long)]
+    pub iterations: Option<u32>,
+    /// Warmup iterations per workload (overrides the suite).
+    #[arg(long)]
+    pub warmup: Option<u32>,
+    /// Workloads to run, comma-separated (default: the metric's workload).
+    #[arg(long)]
+    pub workloads: Option<String>,
+    /// vCPUs.
+    #[arg(long, default_value_t = run_cmd::DEFAULT_SMP)]
+    pub smp: u32,
+    /// Guest memory, e.g. 1G, 512M.
+    #[arg(long, default_value = run_cmd::DEFAULT_MEM)]
+    pub mem: String,
+    /// QEMU CPU model (default: the arch profile's).
+    #[arg(long)]
+    pub cpu: Option<String>,
+    /// Extra kernel cmdline words for every boot, e.g. bootbench.* keys
+    /// (`bootbench.fork.count=200`).
+    #[arg(long)]
+    pub append: Option<String>,
+    /// Accelerator: auto, kvm or tcg.
+    #[arg(long, default_value = "auto")]
+    pub accel: String,
+    /// Guest clock: real, or icount[:SHIFT].
+    #[arg(long, default_value = "real")]
+    pub clock: String,
+    /// Seconds until the init must say hello.
+    #[arg(long, default_value_t = 120)]
+    pub timeout_boot: u64,
+    /// Seconds the console may stay silent.
+    #[arg(long, default_value_t = 300)]
+    pub timeout_silence: u64,
+    /// Seconds a whole boot may take.
+    #[arg(long, default_value_t = 3600)]
+    pub timeout_total: u64,
+}
+
+/// Everything the real lab needs, kept in the state so `--resume` rebuilds
+/// the same lab.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabSettings {
+    /// The kernel tree (a git work tree).
+    pub tree: PathBuf,
+    /// The build command, run with `sh -c` in the tree.
+    #[serde(default)]
+    pub build: Option<String>,
+    /// The kernel image the build leaves, relative to the tree.
+    pub kernel_image: PathBuf,
+    /// The kernel config the build leaves, relative to the tree.
+    pub kernel_config: PathBuf,
+    /// A file the build leaves with extra kernel cmdline words, relative to
+    /// the tree.
+    #[serde(default)]
+    pub append_file: Option<PathBuf>,
+    /// Whether the lab checks commits out (false under `git bisect run`).
+    pub checkout: bool,
+    /// Whether the history follows first parents only.
+    #[serde(default)]
+    pub first_parent: bool,
+    /// Longest a build may take.
+    pub build_timeout_s: u64,
+    /// Directory for kernels, logs and results.
+    pub artifacts: PathBuf,
+    /// How kernels are booted.
+    pub boot: BootOptions,
+    /// The initramfs, once built.
+    #[serde(default)]
+    pub initramfs: Option<PathBuf>,
+    /// Its sha256.
+    #[serde(default)]
+    pub initramfs_sha256: Option<String>,
+}
+
+/// `WORKLOAD.METRIC`, split.
+pub fn split_metric(metric: &str) -> Result<(String, String), LabError> {
+    match metric.split_once('.') {
+        Some((w, m)) if !w.is_empty() && !m.is_empty() && !m.contains('.') => Ok((w.to_string(), m.to_string())),
+        _ => Err(LabError::BadMetric {
+            metric: metric.into(),
+            why: "expected WORKLOAD.METRIC, e.g. fork.fork_rate".into(),
+        }),
+    }
+}
+
+/// The metric's values in a guest document: `Ok(iterations)`, or the
+/// metric names the workload did report.
+pub fn metric_values(doc: &RunDocument, workload: &str, metric: &str) -> Result<Vec<f64>, String> {
+    let Some(w) = doc.workloads.iter().find(|w| w.name == workload) else {
+        let ran: Vec<&str> = doc.workloads.iter().map(|w| w.name.as_str()).collect();
+        return Err(format!("workload {workload} did not run (ran: {})", ran.join(", ")));
+    };
+    let values: Vec<f64> = w.iterations.iter().filter_map(|i| i.metrics.get(metric)).map(|m| m.value).collect();
+    if values.is_empty() {
+        let mut names: Vec<&str> = w.iterations.iter().flat_map(|i| i.metrics.keys()).map(String::as_str).collect();
+        names.sort_unstable();
+        names.dedup();
+        return Err(format!("workload {workload} reported no metric {metric} (it has: {})", names.join(", ")));
+    }
+    Ok(values)
+}
+
+/// Classifies a boot record for a bisection.
+pub fn observe(record: &BootRecord, mode: Mode, metric: Option<(&str, &str)>) -> BootObservation {
+    let mut obs = BootObservation {
+        classification: record.boot.classification.clone(),
+        detail: record.boot.detail.clone(),
+        iterations: Vec::new(),
+        wall_s: record.boot.wall_s,
+    };
+    if obs.classification != "ok" {
+        return obs;
+    }
+    let Some(doc) = &record.result else {
+        obs.classification = "incomplete".into();
+        obs.detail = record.result_error.clone();
+        return obs;
+    };
+    if mode == Mode::Boot {
+        return obs;
+    }
+    if doc.status != Status::Complete {
+        obs.classification = "partial".into();
+        let errors: Vec<String> = doc.errors.iter().map(|e| format!("{}: {}", e.location, e.message)).collect();
+        let failed: Vec<String> =
+            doc.workloads.iter().filter_map(|w| w.error.as_ref().map(|e| format!("{}: {e}", w.name))).collect();
+        obs.detail = Some([errors, failed].concat().join("; "));
+        return obs;
+    }
+    if let Some((w, m)) = metric {
+        match metric_values(doc, w, m) {
+            Ok(v) => obs.iterations = v,
+            Err(why) => {
+                obs.classification = "no_metric".into();
+                obs.detail = Some(why);
+            }
+        }
+    }
+    obs
+}
+
+fn sha256_file(path: &Path) -> Result<String, LabError> {
+    let data = std::fs::read(path).map_err(|source| LabError::Io { what: "read", path: path.into(), source })?;
+    Ok(hex::encode(Sha256::digest(&data)))
+}
+
+/// Parses `bootbench run`'s own options, so a bisection's boots are
+/// configured and validated exactly like `bootbench run`'s.
+#[derive(Debug, Parser)]
+struct RunArgv {
+    #[command(flatten)]
+    args: RunArgs,
+}
+
+/// The real lab: a git tree, a build command, QEMU.
+#[derive(Debug)]
+pub struct QemuLab {
+    settings: LabSettings,
+    mode: Mode,
+    metric: Option<(String, String)>,
+    arch: qemu::Arch,
+    initramfs: PathBuf,
+}
+
+impl QemuLab {
+    /// Opens the lab for `settings`, building the appliance initramfs the
+    /// first time (it is kept in the artifacts directory and must not change
+    /// for the rest of the bisection). `settings` gets the image's path and
+    /// hash.
+    pub fn open(settings: &mut LabSettings, mode: Mode, metric: &str) -> Result<QemuLab, LabError> {
+        let arch: qemu::Arch =
+            settings.boot.arch.parse().map_err(|e: qemu::arch::ArchError| LabError::BadBootOptions(e.to_string()))?;
+        let metric = match mode {
+            Mode::Perf => Some(split_metric(metric)?),
+            Mode::Boot => None,
+        };
+        for dir in ["kernels", "builds", "results"] {
+            let p = settings.artifacts.join(dir);
+            std::fs::create_dir_all(&p).map_err(|source| LabError::Io { what: "create directory", path: p, source })?;
+        }
+        let initramfs = match (&settings.initramfs, &settings.initramfs_sha256) {
+            (Some(p), Some(recorded)) => {
+                let found = sha256_file(p).unwrap_or_else(|_| "none (file missing)".into());
+                if &found != recorded {
+                    return Err(LabError::ImageChanged { path: p.clone(), found, recorded: recorded.clone() });
+                }
+                p.clone()
+            }
+            _ => {
+                let path = settings.artifacts.join("initramfs.cpio");
+                let built = build_initramfs(&settings.boot, arch, metric.as_ref().map(|(w, _)| w.as_str()), &path)?;
+                settings.initramfs = Some(path.clone());
+                settings.initramfs_sha256 = Some(built);
+                path
+            }
+        };
+        Ok(QemuLab { settings: settings.clone(), mode, metric, arch, initramfs })
+    }
+
+    /// The settings (with the initramfs filled in).
+    pub fn settings(&self) -> &LabSettings {
+        &self.settings
+    }
+
+    /// Adopts a prebuilt kernel (a `git bisect run` reference): checks and
+    /// copies it like a build's output, under the name `label`.
+    pub fn adopt(&self, label: &str, image: &Path, config: Option<&Path>) -> Result<BuildRecord, LabError> {
+        let t0 = Instant::now();
+        if !image.is_file() {
+            return Err(LabError::Io {
+                what: "read kernel image",
+                path: image.into(),
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            });
+        }
+        self.check_and_copy(label, image, config, None, None, t0)
+    }
+
+    /// Checks a built kernel and copies it (and its config) into the
+    /// artifacts directory; the record says why a kernel cannot be used.
+    fn check_and_copy(
+        &self,
+        label: &str,
+        image: &Path,
+        config: Option<&Path>,
+        cmdline: Option<String>,
+        log: Option<PathBuf>,
+        t0: Instant,
+    ) -> Result<BuildRecord, LabError> {
+        let mut rec = BuildRecord {
+            status: BuildStatus::Built,
+            reason: None,
+            image: None,
+            image_sha256: None,
+            config: None,
+            cmdline,
+            results_port: false,
+            log,
+            seconds: 0.0,
+        };
+        let unsuitable = |mut rec: BuildRecord, why: String| {
+            rec.status = BuildStatus::Unsuitable;
+            rec.reason = Some(why);
+            rec.seconds = t0.elapsed().as_secs_f64();
+            Ok(rec)
+        };
+        if let Err(e) = qemu::kernel_image::check_kernel(image, self.arch) {
+            return unsuitable(rec, e.to_string());
+        }
+        let dir = self.settings.artifacts.join("kernels").join(label);
+        std::fs::create_dir_all(&dir).map_err(|source| LabError::Io {
+            what: "create directory",
+            path: dir.clone(),
+            source,
+        })?;
+        if let Some(cfg) = config {
+            let text = match std::fs::read_to_string(cfg) {
+                Ok(t) => t,
+                Err(e) => return unsuitable(rec, format!("cannot read the kernel config {}: {e}", cfg.display())),
+            };
+            let parsed = KernelConfig::parse(&text);
+            let missing = missing_for_appliance(&parsed, self.arch);
+            if !missing.is_empty() {
+                let list: Vec<String> = missing.iter().map(|m| m.to_string()).collect();
+                return unsuitable(rec, format!("the kernel cannot run the appliance: {}", list.join("; ")));
+            }
+            rec.results_port = parsed.has_results_port();
+            let dest = dir.join(format!("config-{label}"));
+            std::fs::write(&dest, text).map_err(|source| LabError::Io { what: "write", path: dest.clone(), source })?;
+            rec.config = Some(dest);
+        }
+        let prefix = match self.arch {
+            qemu::Arch::Ppc64 | qemu::Arch::Ppc64le => "vmlinux",
+            _ => "vmlinuz",
+        };
+        let dest = dir.join(format!("{prefix}-{label}"));
+        std::fs::copy(image, &dest).map_err(|source| LabError::Io {
+            what: "copy kernel image to",
+            path: dest.clone(),
+            source,
+        })?;
+        rec.image_sha256 = Some(sha256_file(&dest)?);
+        rec.image = Some(dest);
+        rec.seconds = t0.elapsed().as_secs_f64();
+        Ok(rec)
+    }
+
+    fn checkout(&self, commit: &str) -> Result<(), LabError> {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&self.settings.tree)
+            .args(["checkout", "--quiet", "--detach", commit])
+            .output()
+            .map_err(|source| LabError::Io { what: "run git in", path: self.settings.tree.clone(), source })?;
+        if !out.status.success() {
+            return Err(LabError::Checkout {
+                tree: self.settings.tree.clone(),
+                commit: commit.into(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs the build command with its output in `log`; `Err` is a failure
+    /// to even start it, `Ok(Some(why))` a failed build.
+    fn run_build(&self, command: &str, commit: &str, log: &Path) -> Result<Option<String>, LabError> {
+        let tree = &self.settings.tree;
+        let out =
+            std::fs::File::create(log).map_err(|source| LabError::Io { what: "create", path: log.into(), source })?;
+        let err = out.try_clone().map_err(|source| LabError::Io { what: "open", path: log.into(), source })?;
+        let mut child = {
+            use std::os::unix::process::CommandExt;
+            Command::new("sh")
+                .arg("-c")
+                .arg(command)
+                .current_dir(tree)
+                .env("BOOTBENCH_BISECT_COMMIT", commit)
+                .stdin(Stdio::null())
+                .stdout(out)
+                .stderr(err)
+                // Its own process group, so a timeout kills make's children too.
+                .process_group(0)
+                .spawn()
+                .map_err(|source| LabError::BuildSpawn { command: command.into(), tree: tree.clone(), source })?
+        };
+        let limit = Duration::from_secs(self.settings.build_timeout_s);
+        let t0 = Instant::now();
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(st)) => break st,
+                Ok(None) if t0.elapsed() > limit => {
+                    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+                    let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+                    let _ = child.wait();
+                    return Ok(Some(format!(
+                        "the build took longer than {} s and was killed (log: {})",
+                        self.settings.build_timeout_s,
+                        log.display()
+                    )));
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(250)),
+                Err(source) => return Err(LabError::Io { what: "wait for the build of", path: tree.clone(), source }),
+            }
+        };
+        if status.success() {
+            return Ok(None);
+        }
+        let tail: Vec<String> = std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .rev()
+            .take(5)
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        let how = match status.code() {
+            Some(125) => "asked to skip this commit (exit 125)".to_string(),
+            Some(c) => format!("exited with status {c}"),
+            None => "was killed by a signal".to_string(),
+        };
+        Ok(Some(format!("the build command {how} (log: {}); last lines: {}", log.display(), tail.join(" | "))))
+    }
+}
+
+/// Builds the appliance initramfs once for the whole bisection: the suite
+/// with its overrides, no modules (they would belong to one kernel), and no
+/// compression (so no candidate needs a decompressor built in). Returns its
+/// sha256.
+fn build_initramfs(
+    boot: &BootOptions,
+    arch: qemu::Arch,
+    workload: Option<&str>,
+    out: &Path,
+) -> Result<String, LabError> {
+    let image_err = |e: anyhow::Error| LabError::Image { path: out.into(), source: e.into() };
+    let workloads = boot.workloads.as_deref().or(workload);
+    let suite = load_suite(&boot.suite)
+        .and_then(|s| apply_overrides(s, boot.iterations, boot.warmup, workloads))
+        .map_err(image_err)?;
+    if let Some(w) = workload {
+        if !suite.workloads.iter().any(|s| s.name == w) {
+            let names: Vec<&str> = suite.workloads.iter().map(|s| s.name.as_str()).collect();
+            return Err(LabError::BadMetric {
+                metric: w.into(),
+                why: format!("the suite does not run workload {w} (it runs: {})", names.join(", ")),
+            });
+        }
+    }
+    let spec = ImageSpec {
+        arch,
+        suite,
+        modules: Vec::new(),
+        early_modules: Vec::new(),
+        modules_dir: None,
+        init: None,
+        compression: Compression::None,
+    };
+    let built = image_cmd::build(&spec, out).map_err(image_err)?;
+    Ok(built.sha256)
+}
+
+impl Lab for QemuLab {
+    fn build(&mut self, commit: &str) -> Result<BuildRecord, LabError> {
+        let t0 = Instant::now();
+        let label = short(commit).to_string();
+        if self.settings.checkout {
+            self.checkout(commit)?;
+        }
+        let tree = self.settings.tree.clone();
+        let image = tree.join(&self.settings.kernel_image);
+        // A stale image from the previous commit must never pass for this
+        // one's: remove it, so only this build can put one there. (Without
+        // a build command the image in the tree is the one to use.)
+        if self.settings.build.is_some() {
+            match std::fs::remove_file(&image) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => return Err(LabError::Io { what: "remove the old kernel image", path: image, source }),
+            }
+        }
+        let log = self.settings.artifacts.join("builds").join(format!("{label}.log"));
+        let failed = |why: String| BuildRecord {
+            status: BuildStatus::Failed,
+            reason: Some(why),
+            image: None,
+            image_sha256: None,
+            config: None,
+            cmdline: None,
+            results_port: false,
+            log: Some(log.clone()),
+            seconds: t0.elapsed().as_secs_f64(),
+        };
+        if let Some(cmd) = self.settings.build.clone() {
+            if let Some(why) = self.run_build(&cmd, commit, &log)? {
+                return Ok(failed(why));
+            }
+        }
+        if !image.is_file() {
+            return Ok(failed(format!(
+                "the build left no kernel image at {} (see --kernel-image; log: {})",
+                image.display(),
+                log.display()
+            )));
+        }
+        let cmdline = match &self.settings.append_file {
+            None => None,
+            Some(rel) => {
+                let p = tree.join(rel);
+                match std::fs::read_to_string(&p) {
+                    Ok(t) => Some(t.split_whitespace().collect::<Vec<_>>().join(" ")).filter(|s| !s.is_empty()),
+                    Err(e) => return Ok(failed(format!("the build left no cmdline file {}: {e}", p.display()))),
+                }
+            }
+        };
+        let config = tree.join(&self.settings.kernel_config);
+        if !config.is_file() {
+            let mut rec = failed(format!(
+                "the build left no kernel config at {} (see --kernel-config); cannot check the kernel can run the appliance",
+                config.display()
+            ));
+            rec.status = BuildStatus::Unsuitable;
+            return Ok(rec);
+        }
+        self.check_and_copy(&label, &image, Some(&config), cmdline, Some(log.clone()), t0)
+    }
+
+    fn boot(&mut self, commit: &str, build: &BuildRecord, index: usize) -> Result<BootObservation, LabError> {
+        let image = build.image.as_ref().ok_or_else(|| LabError::NotBuilt(commit.into()))?;
+        let b = &self.settings.boot;
+        let append = [b.append.clone(), build.cmdline.clone()].into_iter().flatten().collect::<Vec<_>>().join(" ");
+        let mut argv: Vec<String> = vec!["run".into(), "--kernel".into(), image.display().to_string()];
+        let mut opt = |k: &str, v: String| {
+            argv.push(format!("--{k}"));
+            argv.push(v);
+        };
+        opt("arch", b.arch.clone());
+        opt("smp", b.smp.to_string());
+        opt("mem", b.mem.clone());
+        if let Some(c) = &b.cpu {
+            opt("cpu", c.clone());
+        }
+        if !append.is_empty() {
+            opt("append", append);
+        }
+        opt("label", short(commit).to_string());
+        opt("accel", b.accel.clone());
+        opt("clock", b.clock.clone());
+        opt("timeout-boot", b.timeout_boot.to_string());
+        opt("timeout-silence", b.timeout_silence.to_string());
+        opt("timeout-total", b.timeout_total.to_string());
+        opt("initramfs", self.initramfs.display().to_string());
+        opt("boots", "1".into());
+        opt("retries", "0".into());
+        if !build.results_port {
+            argv.push("--no-port".into());
+        }
+        let args = RunArgv::try_parse_from(&argv).map_err(|e| LabError::BadBootOptions(e.to_string()))?.args;
+        let file = run_cmd::run_boots(&args).map_err(|e| LabError::Boot { commit: commit.into(), source: e.into() })?;
+        let Some(mut record) = file.boots.into_iter().next() else {
+            return Err(LabError::Boot { commit: commit.into(), source: "bootbench run returned no boot".into() });
+        };
+        record.boot.index = index as u32;
+        let obs = observe(&record, self.mode, self.metric.as_ref().map(|(w, m)| (w.as_str(), m.as_str())));
+        // Every boot's full envelope (console log included) is kept, one
+        // results file per commit, so `bootbench report`/`compare` read them.
+        let path = self.settings.artifacts.join("results").join(format!("{}.json", short(commit)));
+        let mut results = if path.is_file() {
+            ResultsFile::read(&path).map_err(|e| LabError::Boot { commit: commit.into(), source: e.into() })?
+        } else {
+            ResultsFile::default()
+        };
+        results.boots.push(record);
+        results.write(&path).map_err(|e| LabError::Boot { commit: commit.into(), source: e.into() })?;
+        Ok(obs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results_file::BootInfo;
+    use loads::schema::{Iteration, Metric, Provenance, WorkloadResult, SCHEMA_VERSION};
+
+    fn doc(values: &[f64]) -> RunDocument {
+        let mut w = WorkloadResult { name: "fork".into(), ..Default::default() };
+        for v in values {
+            let mut it = Iteration::default();
+            it.metrics.insert("fork_rate".into(), Metric::higher(*v, "forks/s"));
+            w.iterations.push(it);
+        }
+        RunDocument {
+            schema_version: SCHEMA_VERSION,
+            run_id: "r".into(),
+            status: Status::Complete,
+            errors: vec![],
+            provenance: Provenance::default(),
+            timings: Default::default(),
+            workloads: vec![w],
+        }
+    }
+
+    fn record(class: &str, d: Option<RunDocument>) -> BootRecord {
+        BootRecord {
+            boot: BootInfo { classification: class.into(), wall_s: 3.0, ..Default::default() },
+            result: d,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn metrics_are_split_and_checked() {
+        assert_eq!(split_metric("fork.fork_rate").unwrap(), ("fork".into(), "fork_rate".into()));
+        for bad in ["fork", ".x", "x.", "a.b.c", ""] {
+            let e = split_metric(bad).unwrap_err().to_string();
+            assert!(e.contains("WORKLOAD.METRIC") && e.contains(&format!("'{bad}'")), "{e}");
+        }
+    }
+
+    #[test]
+    fn observations_classify_boots() {
+        let m = Some(("fork", "fork_rate"));
+        let ok = observe(&record("ok", Some(doc(&[10.0, 12.0]))), Mode::Perf, m);
+        assert_eq!((ok.classification.as_str(), ok.iterations.clone()), ("ok", vec![10.0, 12.0]));
+        let hang = observe(&record("hang", None), Mode::Perf, m);
+        assert_eq!(hang.classification, "hang");
+        let lost = observe(&record("ok", None), Mode::Perf, m);
+        assert_eq!(lost.classification, "incomplete");
+        let none = observe(&record("ok", Some(doc(&[10.0]))), Mode::Perf, Some(("fork", "nope")));
+        assert_eq!(none.classification, "no_metric");
+        assert!(none.detail.unwrap().contains("it has: fork_rate"));
+        let other = observe(&record("ok", Some(doc(&[10.0]))), Mode::Perf, Some(("dbench", "x")));
+        assert!(other.detail.unwrap().contains("did not run (ran: fork)"));
+        let mut partial = doc(&[1.0]);
+        partial.status = Status::Partial;
+        partial.workloads[0].error = Some("fork failed".into());
+        let p = observe(&record("ok", Some(partial)), Mode::Perf, m);
+        assert_eq!(p.classification, "partial");
+        assert!(p.detail.unwrap().contains("fork failed"));
+        // Boot mode only asks whether it booted.
+        assert_eq!(observe(&record("ok", Some(doc(&[]))), Mode::Boot, None).classification, "ok");
+    }
+
+    #[test]
+    fn build_options_parse_like_bootbench_run() {
+        let args = RunArgv::try_parse_from(["run", "--kernel", "/k", "--boots", "1", "--no-port"]).unwrap().args;
+        assert_eq!(args.boots, 1);
+        assert!(args.no_port);
+        assert!(RunArgv::try_parse_from(["run", "--smp", "lots"]).is_err());
+    }
+}

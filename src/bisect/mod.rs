@@ -1,0 +1,32 @@
+//! Unattended bisection of a performance regression (or of boot failures)
+//! over a kernel tree. Both ends are measured first; each step builds the
+//! midpoint with the user's command and boots it with a sequential test
+//! against both ends, interleaved with reference boots, adding boots only
+//! while the step is unsure; the first bad commit is confirmed by measuring
+//! it and its parent again. Everything is checkpointed, so a run resumes
+//! after a crash or a host reboot, and a report (text, JSON, HTML) says what
+//! was found and how sure it is.
+//!
+//! - [`sequential_test`]: the SPRT and the error budget (pure numerics).
+//! - [`state`]: the state file, the single source of truth for `--resume`.
+//! - [`driver`]: the order of work and the verdicts.
+//! - [`history`]: which commit next (git's own bisection order).
+//! - [`lab`]: checkout, build, config check, boot (the real lab).
+//! - [`kernel_config`]: what a candidate kernel must build in.
+//! - [`journal`]: the state file and the event log on disk.
+//! - [`report`]: text, JSON and HTML reports.
+//! - [`simulate`]: synthetic histories for `bootbench bisect-sim`.
+//!
+//! This module never runs `git bisect` itself (its verdicts live in its own
+//! state) and never changes anything outside the tree it bisects and its
+//! artifacts directory.
+
+pub mod driver;
+pub mod history;
+pub mod journal;
+pub mod kernel_config;
+pub mod lab;
+pub mod report;
+pub mod sequential_test;
+pub mod simulate;
+pub mod state;

@@ -1,0 +1,624 @@
+//! The bisection's report, from its state: what was found and how sure it
+//! is, every test with its verdict and evidence, and the cost. Rendered as
+//! text, JSON, and a self-contained HTML page whose inline SVG plots show
+//! the metric along the bisection path and the range narrowing step by
+//! step. This module only reads the state; it never changes it.
+
+use super::driver::fmt_value;
+use super::state::{short, BisectState, Mode, Outcome, Role, TestKind, Verdict};
+use plotters::prelude::*;
+use serde::Serialize;
+use std::fmt::Write;
+
+/// The `format` field of the JSON report.
+pub const REPORT_FORMAT: &str = "bootbench-bisect-report";
+
+/// Errors rendering a report.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The plot could not be drawn.
+    #[error("cannot draw the {which} plot: {detail}")]
+    Plot {
+        /// Which plot.
+        which: &'static str,
+        /// What the plotting library said.
+        detail: String,
+    },
+    /// The JSON could not be produced.
+    #[error("cannot serialise the report")]
+    Json(#[source] serde_json::Error),
+}
+
+/// A commit as the report names it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CommitSummary {
+    /// Full object name.
+    pub sha: String,
+    /// Subject line.
+    pub subject: String,
+    /// Position in the range (0 = good end).
+    pub position: Option<u64>,
+}
+
+/// One end's boots.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReferenceSummary {
+    /// Usable boots.
+    pub boots: usize,
+    /// Mean of the per-boot values.
+    pub mean: f64,
+    /// Coefficient of variation between boots, in %.
+    pub cv_pct: f64,
+}
+
+/// One test in the report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TestSummary {
+    /// Test number.
+    pub number: u32,
+    /// Step or confirmation.
+    pub kind: TestKind,
+    /// The commit.
+    pub commit: CommitSummary,
+    /// The verdict (`None`: still running).
+    pub verdict: Option<Verdict>,
+    /// Why.
+    pub reason: Option<String>,
+    /// Candidate boots.
+    pub boots: usize,
+    /// Candidate boots that failed.
+    pub failed_boots: usize,
+    /// Mean of the candidate's per-boot values.
+    pub mean: Option<f64>,
+    /// Its error rates (α = β).
+    pub alpha: f64,
+    /// Candidates left when it started.
+    pub remaining: Option<u64>,
+}
+
+/// The report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// Always [`REPORT_FORMAT`].
+    pub format: &'static str,
+    /// Perf or boot.
+    pub mode: Mode,
+    /// The metric (perf mode).
+    pub metric: Option<String>,
+    /// How it ended (`None`: still running).
+    pub outcome: Option<Outcome>,
+    /// The first bad commit, when one was named.
+    pub culprit: Option<CommitSummary>,
+    /// The good end.
+    pub good: CommitSummary,
+    /// The bad end.
+    pub bad: CommitSummary,
+    /// Candidate commits in the range.
+    pub range_commits: u64,
+    /// The promised highest rate of wrong culprits.
+    pub wrong_culprit_rate: f64,
+    /// Tests the budget planned for.
+    pub planned_tests: u32,
+    /// α = β of each planned test (the first ones' share of the budget).
+    pub planned_alpha: f64,
+    /// The good end's boots.
+    pub good_reference: Option<ReferenceSummary>,
+    /// The bad end's boots.
+    pub bad_reference: Option<ReferenceSummary>,
+    /// bad/good − 1, in %.
+    pub change_pct: Option<f64>,
+    /// p-value of the ends' difference.
+    pub ends_p_value: Option<f64>,
+    /// Every test.
+    pub tests: Vec<TestSummary>,
+    /// Boots in all.
+    pub boots: usize,
+    /// Candidate boots.
+    pub candidate_boots: usize,
+    /// Reference boots.
+    pub reference_boots: usize,
+    /// Boots that failed.
+    pub failed_boots: usize,
+    /// Builds in all.
+    pub builds: usize,
+    /// Builds that failed or gave an unsuitable kernel.
+    pub unusable_builds: usize,
+    /// Host time spent building, in seconds.
+    pub build_seconds: f64,
+    /// Host time spent booting, in seconds.
+    pub boot_seconds: f64,
+    /// When the bisection started.
+    pub started_at: String,
+    /// When the state was last written.
+    pub updated_at: String,
+}
+
+fn commit(state: &BisectState, sha: &str) -> CommitSummary {
+    let c = state.commits.get(sha);
+    CommitSummary {
+        sha: sha.to_string(),
+        subject: c.map(|c| c.subject.clone()).unwrap_or_default(),
+        position: c.and_then(|c| c.position),
+    }
+}
+
+fn reference(values: &[f64]) -> Option<ReferenceSummary> {
+    if values.is_empty() {
+        return None;
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let sd = if values.len() > 1 {
+        (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+    } else {
+        f64::NAN
+    };
+    Some(ReferenceSummary { boots: values.len(), mean, cv_pct: 100.0 * sd / mean })
+}
+
+/// Builds the report of `state`.
+pub fn build(state: &BisectState) -> Report {
+    let culprit = match &state.outcome {
+        Some(Outcome::Confirmed { culprit, .. } | Outcome::Unconfirmed { culprit, .. }) => Some(commit(state, culprit)),
+        _ => None,
+    };
+    let tests = state
+        .tests
+        .iter()
+        .map(|t| {
+            let values = state.test_values(t.number);
+            TestSummary {
+                number: t.number,
+                kind: t.kind,
+                commit: commit(state, &t.commit),
+                verdict: t.verdict,
+                reason: t.reason.clone(),
+                boots: state.test_boots(t.number).count(),
+                failed_boots: state.test_boots(t.number).filter(|b| b.classification != "ok").count(),
+                mean: (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64),
+                alpha: t.alpha,
+                remaining: t.remaining,
+            }
+        })
+        .collect();
+    let builds: Vec<_> = state.commits.values().filter_map(|c| c.build.as_ref()).collect();
+    Report {
+        format: REPORT_FORMAT,
+        mode: state.plan.mode,
+        metric: (state.plan.mode == Mode::Perf).then(|| state.plan.metric.clone()),
+        outcome: state.outcome.clone(),
+        culprit,
+        good: commit(state, &state.good),
+        bad: commit(state, &state.bad),
+        range_commits: state.range_commits,
+        wrong_culprit_rate: state.plan.wrong_culprit_rate,
+        planned_tests: state.budget.planned_tests,
+        planned_alpha: state.budget.per_test(1),
+        good_reference: reference(&state.reference_values(Role::GoodReference)),
+        bad_reference: reference(&state.reference_values(Role::BadReference)),
+        change_pct: state.ends.map(|e| 100.0 * (e.ratio - 1.0)),
+        ends_p_value: state.ends.map(|e| e.p_value),
+        tests,
+        boots: state.boots.len(),
+        candidate_boots: state.candidate_boots(),
+        reference_boots: state.boots.len() - state.candidate_boots(),
+        failed_boots: state.boots.iter().filter(|b| b.classification != "ok").count(),
+        builds: builds.len(),
+        unusable_builds: builds.iter().filter(|b| b.status != super::state::BuildStatus::Built).count(),
+        build_seconds: builds.iter().map(|b| b.seconds).sum(),
+        boot_seconds: state.boots.iter().map(|b| b.wall_s).sum(),
+        started_at: state.started_at.clone(),
+        updated_at: state.updated_at.clone(),
+    }
+}
+
+fn kind_name(k: TestKind) -> &'static str {
+    match k {
+        TestKind::Step => "step",
+        TestKind::ConfirmCulprit => "confirm",
+        TestKind::ConfirmParent => "parent",
+        TestKind::Run => "run",
+    }
+}
+
+fn duration(s: f64) -> String {
+    humantime::format_duration(std::time::Duration::from_secs(s.max(0.0).round() as u64)).to_string()
+}
+
+/// The outcome in one line.
+pub fn headline(r: &Report) -> String {
+    let name = |c: &str| {
+        let subject = r.tests.iter().find(|t| t.commit.sha == c).map(|t| t.commit.subject.clone());
+        let subject = subject.or_else(|| r.culprit.as_ref().filter(|x| x.sha == c).map(|x| x.subject.clone()));
+        match subject.filter(|s| !s.is_empty()) {
+            Some(s) => format!("{c} (\"{s}\")"),
+            None => c.to_string(),
+        }
+    };
+    match &r.outcome {
+        None => "still running".into(),
+        Some(Outcome::Confirmed { culprit, parent }) => format!(
+            "first bad commit: {}; confirmed: it measured bad again and its parent {} good",
+            name(culprit),
+            short(parent)
+        ),
+        Some(Outcome::Unconfirmed { culprit, reason }) => {
+            format!("first bad commit: {}; NOT confirmed: {reason}", name(culprit))
+        }
+        Some(Outcome::Ambiguous { candidates }) => format!(
+            "no single culprit: only skipped commits are left; the first bad commit is one of {}",
+            candidates.iter().map(|c| short(c)).collect::<Vec<_>>().join(", ")
+        ),
+        Some(Outcome::Failed { reason }) => format!("bisection failed: {reason}"),
+    }
+}
+
+/// The text report.
+pub fn render_text(r: &Report) -> String {
+    let mut out = String::new();
+    let what = match &r.metric {
+        Some(m) => format!("{m} (perf mode)"),
+        None => "boot failures (boot mode)".into(),
+    };
+    let _ = writeln!(
+        out,
+        "bootbench bisect: {what}; {} commits from good {} to bad {}",
+        r.range_commits,
+        short(&r.good.sha),
+        short(&r.bad.sha)
+    );
+    let _ = writeln!(out, "{}", headline(r));
+    if let (Some(g), Some(b)) = (&r.good_reference, &r.bad_reference) {
+        let _ = writeln!(
+            out,
+            "ends: good {} ({} boots, CV {:.2}%), bad {} ({} boots, CV {:.2}%){}",
+            fmt_value(g.mean),
+            g.boots,
+            g.cv_pct,
+            fmt_value(b.mean),
+            b.boots,
+            b.cv_pct,
+            match (r.change_pct, r.ends_p_value) {
+                (Some(c), Some(p)) => format!(": {c:+.2}%, p = {p:.2e}"),
+                _ => String::new(),
+            }
+        );
+    }
+    let _ = writeln!(
+        out,
+        "cost: {} boots ({} of candidates, {} of the ends, {} failed), {} builds ({} unusable); {} building, {} booting",
+        r.boots,
+        r.candidate_boots,
+        r.reference_boots,
+        r.failed_boots,
+        r.builds,
+        r.unusable_builds,
+        duration(r.build_seconds),
+        duration(r.boot_seconds)
+    );
+    let _ = writeln!(
+        out,
+        "error budget: at most {:.1}% wrong culprits; {} tests planned, α = β = {:.2e} each",
+        100.0 * r.wrong_culprit_rate,
+        r.planned_tests,
+        r.planned_alpha
+    );
+    let _ = writeln!(
+        out,
+        "{:>3} {:<7} {:<12} {:>7} {:<7} {:>5} {:>10}  reason",
+        "#", "kind", "commit", "pos", "verdict", "boots", "mean"
+    );
+    for t in &r.tests {
+        let _ = writeln!(
+            out,
+            "{:>3} {:<7} {:<12} {:>7} {:<7} {:>5} {:>10}  {}",
+            t.number,
+            kind_name(t.kind),
+            short(&t.commit.sha),
+            t.commit.position.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
+            t.verdict.map(|v| v.to_string()).unwrap_or_else(|| "running".into()),
+            if t.failed_boots > 0 { format!("{}/{}", t.boots - t.failed_boots, t.boots) } else { t.boots.to_string() },
+            t.mean.map(fmt_value).unwrap_or_else(|| "-".into()),
+            t.reason.as_deref().unwrap_or("")
+        );
+    }
+    out
+}
+
+/// The JSON report.
+pub fn render_json(r: &Report) -> Result<String, ReportError> {
+    serde_json::to_string_pretty(r).map_err(ReportError::Json)
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+fn verdict_color(v: Option<Verdict>) -> RGBColor {
+    match v {
+        Some(Verdict::Good) => RGBColor(0x1a, 0x8f, 0x3c),
+        Some(Verdict::Bad) => RGBColor(0xc6, 0x28, 0x28),
+        Some(Verdict::Skip) => RGBColor(0x88, 0x88, 0x88),
+        None => RGBColor(0x1f, 0x5f, 0xbf),
+    }
+}
+
+fn plot_err(which: &'static str) -> impl Fn(String) -> ReportError {
+    move |detail| ReportError::Plot { which, detail }
+}
+
+/// The metric along the bisection path: each test's candidate boots (dots)
+/// and mean, against the two ends' means and spread.
+pub fn metric_plot(state: &BisectState) -> Result<String, ReportError> {
+    let err = plot_err("metric");
+    let good = state.reference_values(Role::GoodReference);
+    let bad = state.reference_values(Role::BadReference);
+    let mut all: Vec<f64> = good.iter().chain(&bad).copied().collect();
+    all.extend(state.boots.iter().filter(|b| b.role == Role::Candidate).filter_map(|b| b.value));
+    let (lo, hi) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(*v), b.max(*v)));
+    let (lo, hi) = if lo.is_finite() { (lo, hi) } else { (0.0, 1.0) };
+    let pad = ((hi - lo) * 0.1).max(hi.abs() * 1e-3).max(1e-9);
+    let n = state.tests.len().max(1) as f64;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, 420)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(format!("{} along the bisection path", state.plan.metric), ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(80)
+            .build_cartesian_2d(0.5f64..n + 0.5, (lo - pad)..(hi + pad))
+            .map_err(|e| err(e.to_string()))?;
+        let fmt_x = |x: &f64| if (x - x.round()).abs() < 1e-9 { format!("{}", x.round()) } else { String::new() };
+        let fmt_y = |y: &f64| fmt_value(*y);
+        chart
+            .configure_mesh()
+            .x_desc("test (bisection step or confirmation)")
+            .y_desc(state.plan.metric.clone())
+            .x_labels(state.tests.len().clamp(1, 30))
+            .x_label_formatter(&fmt_x)
+            .y_label_formatter(&fmt_y)
+            .light_line_style(RGBColor(0xee, 0xee, 0xee))
+            .draw()
+            .map_err(|e| err(e.to_string()))?;
+        for (values, color, label) in
+            [(&good, RGBColor(0x1a, 0x8f, 0x3c), "good end"), (&bad, RGBColor(0xc6, 0x28, 0x28), "bad end")]
+        {
+            if let Some(r) = reference(values) {
+                let sd = r.mean * r.cv_pct / 100.0;
+                if sd.is_finite() {
+                    chart
+                        .draw_series(std::iter::once(Rectangle::new(
+                            [(0.5, r.mean - sd), (n + 0.5, r.mean + sd)],
+                            color.mix(0.12).filled(),
+                        )))
+                        .map_err(|e| err(e.to_string()))?;
+                }
+                chart
+                    .draw_series(LineSeries::new([(0.5, r.mean), (n + 0.5, r.mean)], color.stroke_width(2)))
+                    .map_err(|e| err(e.to_string()))?
+                    .label(format!("{label}: {} ({} boots)", fmt_value(r.mean), r.boots))
+                    .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2)));
+            }
+        }
+        for t in &state.tests {
+            let color = verdict_color(t.verdict);
+            let values = state.test_values(t.number);
+            let k = values.len().max(1) as f64;
+            let x = f64::from(t.number);
+            chart
+                .draw_series(values.iter().enumerate().map(|(i, v)| {
+                    let dx = if k > 1.0 { (i as f64 / (k - 1.0) - 0.5) * 0.3 } else { 0.0 };
+                    Circle::new((x + dx, *v), 3, color.filled())
+                }))
+                .map_err(|e| err(e.to_string()))?;
+            if !values.is_empty() {
+                let m = values.iter().sum::<f64>() / k;
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        [(x - 0.25, m), (x + 0.25, m)],
+                        color.stroke_width(3),
+                    )))
+                    .map_err(|e| err(e.to_string()))?;
+            }
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| err(e.to_string()))?;
+        root.present().map_err(|e| err(e.to_string()))?;
+    }
+    Ok(svg)
+}
+
+/// The range narrowing: per test, the span between the good and bad bounds
+/// (by position in the range) and the commit tested.
+pub fn range_plot(state: &BisectState) -> Result<String, ReportError> {
+    let err = plot_err("range");
+    let n = state.tests.len().max(1) as f64;
+    let top = state.range_commits.max(1) as f64;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, 320)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption("the range narrowing (position in the range, 0 = good end)", ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(80)
+            .build_cartesian_2d(0.5f64..n + 0.5, 0f64..top)
+            .map_err(|e| err(e.to_string()))?;
+        let fmt_x = |x: &f64| if (x - x.round()).abs() < 1e-9 { format!("{}", x.round()) } else { String::new() };
+        chart
+            .configure_mesh()
+            .x_desc("test")
+            .y_desc("commit position")
+            .x_labels(state.tests.len().clamp(1, 30))
+            .x_label_formatter(&fmt_x)
+            .light_line_style(RGBColor(0xee, 0xee, 0xee))
+            .draw()
+            .map_err(|e| err(e.to_string()))?;
+        for t in &state.tests {
+            let x = f64::from(t.number);
+            if let Some((g, b)) = t.bounds {
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        [(x, g as f64), (x, b as f64)],
+                        RGBColor(0x99, 0x99, 0xbb).stroke_width(6),
+                    )))
+                    .map_err(|e| err(e.to_string()))?;
+            }
+            if let Some(p) = state.commits.get(&t.commit).and_then(|c| c.position) {
+                chart
+                    .draw_series(std::iter::once(Circle::new((x, p as f64), 5, verdict_color(t.verdict).filled())))
+                    .map_err(|e| err(e.to_string()))?;
+            }
+        }
+        root.present().map_err(|e| err(e.to_string()))?;
+    }
+    Ok(svg)
+}
+
+/// The HTML report: one self-contained page (inline CSS and SVG, nothing
+/// fetched).
+pub fn render_html(state: &BisectState) -> Result<String, ReportError> {
+    let r = build(state);
+    let mut out = String::new();
+    let title = match &r.metric {
+        Some(m) => format!("bootbench bisect: {m}"),
+        None => "bootbench bisect: boot failures".into(),
+    };
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\n<style>\
+         body{{font-family:sans-serif;margin:2em;max-width:1100px}} table{{border-collapse:collapse;font-size:90%}}\
+         td,th{{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}} .good{{color:#1a8f3c}}\
+         .bad{{color:#c62828}} .skip{{color:#888}} .headline{{font-size:120%;font-weight:bold}} code{{font-size:95%}}\
+         </style></head><body>\n<h1>{}</h1>\n",
+        escape(&title),
+        escape(&title)
+    );
+    let _ = writeln!(out, "<p class=\"headline\" id=\"outcome\">{}</p>", escape(&headline(&r)));
+    let _ = writeln!(
+        out,
+        "<p>{} commits from good <code>{}</code> to bad <code>{}</code>. Error budget: at most {:.1}% wrong culprits over {} planned tests.</p>",
+        r.range_commits,
+        escape(short(&r.good.sha)),
+        escape(short(&r.bad.sha)),
+        100.0 * r.wrong_culprit_rate,
+        r.planned_tests
+    );
+    if let (Some(g), Some(b)) = (&r.good_reference, &r.bad_reference) {
+        let _ = writeln!(
+            out,
+            "<p>Ends: good {} ({} boots, CV {:.2}%), bad {} ({} boots, CV {:.2}%){}.</p>",
+            fmt_value(g.mean),
+            g.boots,
+            g.cv_pct,
+            fmt_value(b.mean),
+            b.boots,
+            b.cv_pct,
+            r.change_pct.map(|c| format!(": {c:+.2}%")).unwrap_or_default()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "<p>Cost: {} boots ({} of candidates, {} of the ends, {} failed), {} builds ({} unusable).</p>",
+        r.boots, r.candidate_boots, r.reference_boots, r.failed_boots, r.builds, r.unusable_builds
+    );
+    if state.plan.mode == Mode::Perf {
+        let _ = writeln!(out, "<figure id=\"metric-plot\">{}</figure>", metric_plot(state)?);
+    }
+    let _ = writeln!(out, "<figure id=\"range-plot\">{}</figure>", range_plot(state)?);
+    let _ = writeln!(
+        out,
+        "<table id=\"tests\"><tr><th>#</th><th>kind</th><th>commit</th><th>subject</th><th>position</th><th>verdict</th><th>boots</th><th>mean</th><th>evidence</th></tr>"
+    );
+    for t in &r.tests {
+        let v = t.verdict.map(|v| v.to_string()).unwrap_or_else(|| "running".into());
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            t.number,
+            kind_name(t.kind),
+            escape(short(&t.commit.sha)),
+            escape(&t.commit.subject),
+            t.commit.position.map(|p| p.to_string()).unwrap_or_default(),
+            v,
+            v,
+            t.boots,
+            t.mean.map(fmt_value).unwrap_or_default(),
+            escape(t.reason.as_deref().unwrap_or(""))
+        );
+    }
+    out.push_str("</table>\n</body></html>\n");
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bisect::driver::Driver;
+    use crate::bisect::journal::MemoryJournal;
+    use crate::bisect::simulate::{LinearHistory, ModelLab, NoiseModel};
+    use crate::bisect::state::Plan;
+
+    fn finished() -> BisectState {
+        let mut history = LinearHistory::new(64);
+        let noise = NoiseModel { iteration_cv: 0.05, boot_cv: 0.01, iterations: 5 };
+        let mut lab = ModelLab::new(64, 21, 0.1, noise, 9);
+        let mut state = BisectState::new(Plan::default(), None, &history.name(0), &history.name(64), 64).unwrap();
+        let mut journal = MemoryJournal::default();
+        Driver::new(&mut state, &mut lab, &mut history, &mut journal).run().unwrap();
+        state
+    }
+
+    #[test]
+    fn text_and_json_name_the_culprit_and_every_test() {
+        let state = finished();
+        let r = build(&state);
+        assert_eq!(r.culprit.as_ref().unwrap().sha, "c0000021");
+        let text = render_text(&r);
+        assert!(text.contains("first bad commit: c0000021"), "{text}");
+        assert!(text.contains("confirmed"), "{text}");
+        assert_eq!(
+            text.lines().filter(|l| l.contains(" step ")).count(),
+            r.tests.iter().filter(|t| t.kind == TestKind::Step).count()
+        );
+        let json: serde_json::Value = serde_json::from_str(&render_json(&r).unwrap()).unwrap();
+        assert_eq!(json["format"], REPORT_FORMAT);
+        assert_eq!(json["outcome"]["outcome"], "confirmed");
+        assert_eq!(json["tests"].as_array().unwrap().len(), state.tests.len());
+        assert_eq!(json["boots"], state.boots.len());
+    }
+
+    #[test]
+    fn html_is_self_contained_with_both_plots() {
+        let state = finished();
+        let html = render_html(&state).unwrap();
+        assert!(html.starts_with("<!DOCTYPE html>"));
+        assert_eq!(html.matches("<svg").count(), 2, "two inline plots");
+        assert!(html.contains("along the bisection path") && html.contains("good end:") && html.contains("bad end:"));
+        assert!(!html.contains("<script") && !html.contains("src=") && !html.contains("href="), "nothing fetched");
+        assert!(html.contains("c0000021"));
+        // Every tested commit appears in the table.
+        for t in &state.tests {
+            assert!(html.contains(&format!("<code>{}</code>", short(&t.commit))), "{}", t.commit);
+        }
+    }
+
+    #[test]
+    fn subjects_are_escaped() {
+        let mut state = finished();
+        let tested = state.tests[0].commit.clone();
+        if let Some(c) = state.commits.get_mut(&tested) {
+            c.subject = "<script>alert(1)</script> & co".into();
+        }
+        let html = render_html(&state).unwrap();
+        assert!(!html.contains("<script>alert"));
+        assert!(html.contains("&lt;script&gt;"));
+    }
+}

@@ -1,0 +1,552 @@
+//! The bisection on synthetic histories, for measuring the strategy rather
+//! than a kernel: a linear history with one regressing commit, a lab whose
+//! "boots" draw noisy measurements from a model of the real noise, and the
+//! benchmark behind `bootbench bisect-sim` that runs the real [`Driver`]
+//! many times and counts boots and wrong culprits, against the classic fixed
+//! number of boots per step. Nothing here touches git, QEMU or the disk.
+
+use super::driver::Driver;
+use super::history::{pick, History, HistoryError, NextStep};
+use super::journal::MemoryJournal;
+use super::lab::{BootObservation, Lab, LabError};
+use super::state::{BisectState, BuildRecord, BuildStatus, Outcome, Plan, StepPolicy};
+use rand::distr::Distribution;
+use rand::{RngExt, SeedableRng};
+use rand_pcg::Pcg64;
+use statrs::distribution::{Beta, ContinuousCDF, Normal};
+use std::collections::BTreeSet;
+use std::fmt::Write;
+
+/// Errors of the simulation.
+#[derive(Debug, thiserror::Error)]
+pub enum SimulateError {
+    /// A parameter out of range.
+    #[error("bad simulation parameter {name} = {value}: {why}")]
+    BadParameter {
+        /// The parameter.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What is allowed.
+        why: &'static str,
+    },
+    /// The driver failed on a synthetic history (a bug).
+    #[error("simulated bisection {run} failed")]
+    Driver {
+        /// Which run.
+        run: usize,
+        /// The error.
+        #[source]
+        source: super::driver::DriverError,
+    },
+}
+
+/// How noisy a simulated boot is. Both parts are multiplicative (log-normal):
+/// a boot has its own factor (host state, placement, caches), and each
+/// iteration in it another.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NoiseModel {
+    /// Coefficient of variation of one iteration within a boot.
+    pub iteration_cv: f64,
+    /// Coefficient of variation of a boot's level, between boots.
+    pub boot_cv: f64,
+    /// Measured iterations per boot.
+    pub iterations: u32,
+}
+
+impl NoiseModel {
+    /// The coefficient of variation of a per-boot mean.
+    pub fn per_boot_cv(&self) -> f64 {
+        (self.boot_cv.powi(2) + self.iteration_cv.powi(2) / f64::from(self.iterations.max(1))).sqrt()
+    }
+}
+
+/// A linear history `c0` (good end) … `cN` (bad end).
+#[derive(Debug, Clone)]
+pub struct LinearHistory {
+    n: u64,
+}
+
+impl LinearHistory {
+    /// A history of `n` commits after the good end.
+    pub fn new(n: u64) -> LinearHistory {
+        LinearHistory { n }
+    }
+
+    /// The name of commit `i`.
+    pub fn name(&self, i: u64) -> String {
+        format!("c{i:07}")
+    }
+
+    /// Commits after the good end.
+    pub fn len(&self) -> u64 {
+        self.n
+    }
+
+    /// Whether the history has no commit after the good end.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    fn index(&self, name: &str) -> Option<u64> {
+        name.strip_prefix('c').and_then(|d| d.parse().ok()).filter(|i| *i <= self.n)
+    }
+}
+
+impl History for LinearHistory {
+    fn next(&mut self, bad: &str, goods: &[String], skipped: &[String]) -> Result<NextStep, HistoryError> {
+        let hi = self.index(bad).ok_or_else(|| HistoryError::Contradiction { bad: bad.into() })?;
+        let lo = goods.iter().filter_map(|g| self.index(g)).max().unwrap_or(0);
+        if lo >= hi {
+            return Err(HistoryError::Contradiction { bad: bad.into() });
+        }
+        let count = hi - lo;
+        // git's order: by distance min(reach, count − reach), best first.
+        let mut ks: Vec<u64> = (lo + 1..=hi).collect();
+        ks.sort_by_key(|k| {
+            let reach = k - lo;
+            (std::cmp::Reverse(reach.min(count - reach)), std::cmp::Reverse(*k))
+        });
+        let names: Vec<String> = ks.iter().map(|k| self.name(*k)).collect();
+        let listed: Vec<&str> = names.iter().map(String::as_str).collect();
+        pick(bad, &listed, skipped)
+    }
+
+    fn first_parent(&mut self, commit: &str) -> Result<Option<String>, HistoryError> {
+        Ok(self.index(commit).filter(|i| *i > 0).map(|i| self.name(i - 1)))
+    }
+
+    fn subject(&mut self, commit: &str) -> Result<String, HistoryError> {
+        Ok(format!("synthetic commit {commit}"))
+    }
+
+    fn position(&self, commit: &str) -> Option<u64> {
+        self.index(commit)
+    }
+}
+
+/// A lab whose kernels are a model: commits from `culprit` on are slower by
+/// `regression` (a higher-is-better metric drops by that fraction).
+#[derive(Debug, Clone)]
+pub struct ModelLab {
+    n: u64,
+    culprit: u64,
+    regression: f64,
+    noise: NoiseModel,
+    rng: Pcg64,
+    /// Commits whose build fails.
+    pub broken: BTreeSet<u64>,
+    /// Commits whose boots hang.
+    pub hanging: BTreeSet<u64>,
+    /// Boot mode: commits from this one on panic.
+    pub panic_from: Option<u64>,
+    /// Fail (as if the host went down) on this lab call, for resume tests.
+    pub fail_after: Option<usize>,
+    /// Lab calls so far.
+    pub calls: usize,
+}
+
+const TRUE_MEAN: f64 = 1000.0;
+
+impl ModelLab {
+    /// A lab for a history of `n` commits, regressing at `culprit`.
+    pub fn new(n: u64, culprit: u64, regression: f64, noise: NoiseModel, seed: u64) -> ModelLab {
+        ModelLab {
+            n,
+            culprit,
+            regression,
+            noise,
+            rng: Pcg64::seed_from_u64(seed),
+            broken: BTreeSet::new(),
+            hanging: BTreeSet::new(),
+            panic_from: None,
+            fail_after: None,
+            calls: 0,
+        }
+    }
+
+    /// Breaks the build of each commit strictly between the ends with
+    /// probability `rate`.
+    pub fn break_builds(&mut self, rate: f64) {
+        for i in 1..self.n {
+            if self.rng.random_bool(rate) {
+                self.broken.insert(i);
+            }
+        }
+    }
+
+    fn index(&self, name: &str) -> u64 {
+        name.strip_prefix('c').and_then(|d| d.parse().ok()).unwrap_or(0)
+    }
+
+    fn call(&mut self, commit: &str) -> Result<(), LabError> {
+        self.calls += 1;
+        if self.fail_after.is_some_and(|n| self.calls >= n) {
+            self.calls -= 1;
+            return Err(LabError::Boot { commit: commit.into(), source: "simulated host failure".into() });
+        }
+        Ok(())
+    }
+}
+
+fn normal(sd: f64) -> Normal {
+    // sd > 0 is checked by the caller's parameters; a zero sd is a point mass.
+    Normal::new(0.0, sd.max(1e-12)).unwrap_or_else(|_| Normal::standard())
+}
+
+impl Lab for ModelLab {
+    fn build(&mut self, commit: &str) -> Result<BuildRecord, LabError> {
+        self.call(commit)?;
+        let i = self.index(commit);
+        let broken = self.broken.contains(&i);
+        Ok(BuildRecord {
+            status: if broken { BuildStatus::Failed } else { BuildStatus::Built },
+            reason: broken.then(|| "simulated build failure".to_string()),
+            image: None,
+            image_sha256: None,
+            config: None,
+            cmdline: None,
+            results_port: false,
+            log: None,
+            seconds: 0.0,
+        })
+    }
+
+    fn boot(&mut self, commit: &str, _build: &BuildRecord, _index: usize) -> Result<BootObservation, LabError> {
+        self.call(commit)?;
+        let i = self.index(commit);
+        let fail = |c: &str| BootObservation {
+            classification: c.into(),
+            detail: Some(format!("simulated {c}")),
+            iterations: vec![],
+            wall_s: 1.0,
+        };
+        if self.hanging.contains(&i) {
+            return Ok(fail("hang"));
+        }
+        if self.panic_from.is_some_and(|p| i >= p) {
+            return Ok(fail("panic"));
+        }
+        let level = if i >= self.culprit { TRUE_MEAN * (1.0 - self.regression) } else { TRUE_MEAN };
+        let boot = normal(self.noise.boot_cv).sample(&mut self.rng).exp();
+        let it = normal(self.noise.iteration_cv);
+        let iterations =
+            (0..self.noise.iterations.max(1)).map(|_| level * boot * it.sample(&mut self.rng).exp()).collect();
+        Ok(BootObservation { classification: "ok".into(), detail: None, iterations, wall_s: 1.0 })
+    }
+}
+
+/// What the benchmark simulates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    /// Commits in the range.
+    pub commits: u64,
+    /// The regression as a fraction.
+    pub regression: f64,
+    /// The noise.
+    pub noise: NoiseModel,
+    /// Probability that a commit's build fails.
+    pub build_failure_rate: f64,
+    /// Bisections per strategy.
+    pub runs: usize,
+    /// Seed of the first run.
+    pub seed: u64,
+}
+
+impl Scenario {
+    fn validate(&self) -> Result<(), SimulateError> {
+        let bad = |name, value: String, why| Err(SimulateError::BadParameter { name, value, why });
+        if self.commits < 2 {
+            return bad("commits", self.commits.to_string(), "at least 2");
+        }
+        if !(0.0..1.0).contains(&self.regression) {
+            return bad("regression", self.regression.to_string(), "a fraction in [0, 1)");
+        }
+        for (name, v) in [("iteration-cv", self.noise.iteration_cv), ("boot-cv", self.noise.boot_cv)] {
+            if !(0.0..1.0).contains(&v) {
+                return bad(name, v.to_string(), "a fraction in [0, 1)");
+            }
+        }
+        if !(0.0..0.9).contains(&self.build_failure_rate) {
+            return bad("build-failure-rate", self.build_failure_rate.to_string(), "a fraction in [0, 0.9)");
+        }
+        if self.runs == 0 {
+            return bad("runs", "0".into(), "at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// What one strategy did over all runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StrategyFigures {
+    /// Its name.
+    pub name: String,
+    /// Boots per bisection, sorted.
+    pub boots: Vec<usize>,
+    /// Tests (steps and confirmations) per bisection.
+    pub tests: Vec<usize>,
+    /// Skipped tests in all.
+    pub skips: usize,
+    /// Boots of the ends in all.
+    pub reference_boots: usize,
+    /// Bisections that named a wrong commit (confirmed or not, or an
+    /// ambiguous set without the culprit).
+    pub wrong: usize,
+    /// Of those, wrong commits that were confirmed.
+    pub wrong_confirmed: usize,
+    /// Bisections that named the right commit.
+    pub right: usize,
+    /// Bisections that ended with only skipped commits left.
+    pub ambiguous: usize,
+    /// Bisections whose answer was not confirmed.
+    pub unconfirmed: usize,
+    /// Bisections that stopped (ends not different enough).
+    pub failed: usize,
+}
+
+impl StrategyFigures {
+    fn runs(&self) -> usize {
+        self.boots.len()
+    }
+
+    /// Mean boots per bisection.
+    pub fn mean_boots(&self) -> f64 {
+        self.boots.iter().sum::<usize>() as f64 / self.runs().max(1) as f64
+    }
+
+    fn quantile(&self, q: f64) -> usize {
+        let i = ((self.boots.len() as f64 - 1.0) * q).round() as usize;
+        self.boots.get(i).copied().unwrap_or(0)
+    }
+}
+
+/// Clopper–Pearson interval of a rate `k / n`.
+pub fn clopper_pearson(k: usize, n: usize, confidence: f64) -> (f64, f64) {
+    let a = (1.0 - confidence) / 2.0;
+    let (k, n) = (k as f64, n as f64);
+    let lo = if k == 0.0 { 0.0 } else { Beta::new(k, n - k + 1.0).map(|b| b.inverse_cdf(a)).unwrap_or(0.0) };
+    let hi = if k == n { 1.0 } else { Beta::new(k + 1.0, n - k).map(|b| b.inverse_cdf(1.0 - a)).unwrap_or(1.0) };
+    (lo, hi)
+}
+
+/// Runs `scenario.runs` simulated bisections with `plan`.
+pub fn run_strategy(name: &str, plan: &Plan, scenario: &Scenario) -> Result<StrategyFigures, SimulateError> {
+    scenario.validate()?;
+    let mut fig = StrategyFigures {
+        name: name.into(),
+        boots: Vec::new(),
+        tests: Vec::new(),
+        skips: 0,
+        reference_boots: 0,
+        wrong: 0,
+        wrong_confirmed: 0,
+        right: 0,
+        ambiguous: 0,
+        unconfirmed: 0,
+        failed: 0,
+    };
+    let mut picker = Pcg64::seed_from_u64(scenario.seed);
+    for run in 0..scenario.runs {
+        let n = scenario.commits;
+        // The culprit anywhere after the good end, the bad end included.
+        let culprit = picker.random_range(1..=n);
+        let seed = picker.random_range(0..u64::MAX);
+        let mut history = LinearHistory::new(n);
+        let mut lab = ModelLab::new(n, culprit, scenario.regression, scenario.noise, seed);
+        lab.break_builds(scenario.build_failure_rate);
+        let mut state = BisectState::new(plan.clone(), None, &history.name(0), &history.name(n), n)
+            .map_err(|e| SimulateError::Driver { run, source: e.into() })?;
+        let mut journal = MemoryJournal::default();
+        let outcome = Driver::new(&mut state, &mut lab, &mut history, &mut journal)
+            .run()
+            .map_err(|source| SimulateError::Driver { run, source })?;
+        fig.boots.push(state.boots.len());
+        fig.tests.push(state.tests.len());
+        fig.reference_boots += state.boots.len() - state.candidate_boots();
+        fig.skips += state.tests.iter().filter(|t| t.verdict == Some(super::state::Verdict::Skip)).count();
+        let truth = history.name(culprit);
+        match outcome {
+            Outcome::Confirmed { culprit, .. } => {
+                if culprit == truth {
+                    fig.right += 1;
+                } else {
+                    fig.wrong += 1;
+                    fig.wrong_confirmed += 1;
+                }
+            }
+            Outcome::Unconfirmed { culprit, .. } => {
+                fig.unconfirmed += 1;
+                if culprit == truth {
+                    fig.right += 1;
+                } else {
+                    fig.wrong += 1;
+                }
+            }
+            Outcome::Ambiguous { candidates } => {
+                fig.ambiguous += 1;
+                if !candidates.contains(&truth) {
+                    fig.wrong += 1;
+                }
+            }
+            Outcome::Failed { .. } => fig.failed += 1,
+        }
+    }
+    fig.boots.sort_unstable();
+    Ok(fig)
+}
+
+/// The fixed strategy the sequential one is measured against: `boots`
+/// boots of each end first, then `boots` boots per step, the closer end
+/// wins; no interleaving, no confirmation.
+pub fn fixed_plan(base: &Plan, boots: u32) -> Plan {
+    Plan {
+        policy: StepPolicy::Fixed { boots },
+        reference_boots: boots,
+        max_reference_boots: boots.max(base.max_reference_boots),
+        reference_every: 0,
+        confirm: false,
+        ..base.clone()
+    }
+}
+
+/// The benchmark's table.
+pub fn render(scenario: &Scenario, figures: &[StrategyFigures]) -> String {
+    let mut out = String::new();
+    let s = scenario;
+    let _ = writeln!(
+        out,
+        "bisect-sim: {} commits, {:.1}% regression; noise {:.1}% per iteration, {:.1}% per boot, {} iterations a boot (per-boot CV {:.2}%); build failures {:.1}%; {} bisections per strategy, seed {}",
+        s.commits,
+        100.0 * s.regression,
+        100.0 * s.noise.iteration_cv,
+        100.0 * s.noise.boot_cv,
+        s.noise.iterations,
+        100.0 * s.noise.per_boot_cv(),
+        100.0 * s.build_failure_rate,
+        s.runs,
+        s.seed
+    );
+    let _ = writeln!(
+        out,
+        "{:<16} {:>8} {:>6} {:>5} {:>5} {:>6} {:>7} {:>6} {:>24} {:>7} {:>6} {:>6} {:>6}",
+        "strategy",
+        "boots",
+        "median",
+        "p90",
+        "max",
+        "ends",
+        "tests",
+        "skips",
+        "wrong culprit (95% CI)",
+        "of them",
+        "unconf",
+        "ambig",
+        "failed"
+    );
+    for f in figures {
+        let n = f.runs();
+        let (lo, hi) = clopper_pearson(f.wrong, n, 0.95);
+        let tests = f.tests.iter().sum::<usize>() as f64 / n.max(1) as f64;
+        let _ = writeln!(
+            out,
+            "{:<16} {:>8.1} {:>6} {:>5} {:>5} {:>6.1} {:>7.1} {:>6.2} {:>24} {:>7} {:>6} {:>6} {:>6}",
+            f.name,
+            f.mean_boots(),
+            f.quantile(0.5),
+            f.quantile(0.9),
+            f.boots.last().copied().unwrap_or(0),
+            f.reference_boots as f64 / n.max(1) as f64,
+            tests,
+            f.skips as f64 / n.max(1) as f64,
+            format!("{:.2}% ({:.2}–{:.2}%)", 100.0 * f.wrong as f64 / n as f64, 100.0 * lo, 100.0 * hi),
+            format!("{} conf", f.wrong_confirmed),
+            f.unconfirmed,
+            f.ambiguous,
+            f.failed
+        );
+    }
+    if let [first, .., last] = figures {
+        let _ = writeln!(
+            out,
+            "boots, {} / {}: {:.3} (goal ≤ 0.5); wrong culprits of {}: {:.2}% (goal ≤ 5%)",
+            first.name,
+            last.name,
+            first.mean_boots() / last.mean_boots(),
+            first.name,
+            100.0 * first.wrong as f64 / first.runs().max(1) as f64
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(runs: usize) -> Scenario {
+        Scenario {
+            commits: 1000,
+            regression: 0.05,
+            noise: NoiseModel { iteration_cv: 0.06, boot_cv: 0.01, iterations: 5 },
+            build_failure_rate: 0.0,
+            runs,
+            seed: 11,
+        }
+    }
+
+    #[test]
+    fn linear_history_picks_git_midpoints() {
+        let mut h = LinearHistory::new(8);
+        let step = h.next(&h.name(8), &[h.name(0)], &[]).unwrap();
+        assert_eq!(step, NextStep::Test { commit: h.name(4), remaining: 8 });
+        assert_eq!(h.next(&h.name(5), &[h.name(4)], &[]).unwrap(), NextStep::FirstBad(h.name(5)));
+        assert_eq!(h.first_parent(&h.name(3)).unwrap(), Some(h.name(2)));
+        assert!(h.next(&h.name(2), &[h.name(5)], &[]).is_err());
+    }
+
+    #[test]
+    fn model_lab_draws_the_modelled_levels() {
+        let noise = NoiseModel { iteration_cv: 0.05, boot_cv: 0.0, iterations: 5 };
+        let mut lab = ModelLab::new(10, 5, 0.2, noise, 3);
+        let b = lab.build("c0000004").unwrap();
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        let good: Vec<f64> = (0..200).map(|i| mean(&lab.boot("c0000004", &b, i).unwrap().iterations)).collect();
+        let bad: Vec<f64> = (0..200).map(|i| mean(&lab.boot("c0000005", &b, i).unwrap().iterations)).collect();
+        let ratio = mean(&bad) / mean(&good);
+        assert!((ratio - 0.8).abs() < 0.01, "{ratio}");
+    }
+
+    #[test]
+    fn clopper_pearson_matches_scipy() {
+        // SciPy: stats.binomtest(3, 100).proportion_ci(0.95, 'exact')
+        // → (0.006229, 0.085176).
+        let (lo, hi) = clopper_pearson(3, 100, 0.95);
+        assert!((lo - 0.006229).abs() < 1e-5 && (hi - 0.085176).abs() < 1e-5, "{lo} {hi}");
+        assert_eq!(clopper_pearson(0, 10, 0.95).0, 0.0);
+        assert_eq!(clopper_pearson(10, 10, 0.95).1, 1.0);
+    }
+
+    #[test]
+    fn a_small_benchmark_runs_and_the_sequential_test_is_cheaper() {
+        let s = scenario(30);
+        let seq = run_strategy("sequential", &Plan::default(), &s).unwrap();
+        let fixed = run_strategy("fixed-10", &fixed_plan(&Plan::default(), 10), &s).unwrap();
+        assert_eq!(seq.boots.len(), 30);
+        assert!(seq.mean_boots() < fixed.mean_boots(), "{} vs {}", seq.mean_boots(), fixed.mean_boots());
+        assert_eq!(seq.failed, 0);
+        let table = render(&s, &[seq, fixed]);
+        assert!(table.contains("sequential") && table.contains("fixed-10") && table.contains("goal"), "{table}");
+    }
+
+    #[test]
+    fn bad_parameters_are_refused() {
+        let mut s = scenario(1);
+        s.regression = 1.5;
+        let e = run_strategy("x", &Plan::default(), &s).unwrap_err().to_string();
+        assert!(e.contains("regression") && e.contains("1.5"), "{e}");
+        s.regression = 0.05;
+        s.commits = 1;
+        assert!(run_strategy("x", &Plan::default(), &s).is_err());
+    }
+}

@@ -1,0 +1,697 @@
+//! The bisection's whole state: the plan it follows, every build, boot and
+//! test with its evidence, and where it is. It is the single source of truth
+//! for `--resume`: the driver decides its next action from this state alone,
+//! so a run interrupted at any point (even during a write: the file is
+//! replaced atomically) continues where it stopped. This module owns the
+//! file format and the questions asked of it ("which commits are good?");
+//! it never builds, boots or runs git.
+
+use super::lab::LabSettings;
+use super::sequential_test::{EndsComparison, ErrorBudget, Evaluation, VarianceBound};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The `format` field of every state file.
+pub const STATE_FORMAT: &str = "bootbench-bisect-state";
+/// Version of the state layout.
+pub const STATE_VERSION: u32 = 1;
+
+/// Errors reading or writing a state file.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The file cannot be read.
+    #[error("cannot read bisection state {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not JSON of the expected shape.
+    #[error("{path} is not a bisection state file")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Parser error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Another format or a newer version.
+    #[error("{path}: unsupported state format '{format}' version {version} (this bootbench reads '{STATE_FORMAT}' up to version {STATE_VERSION})")]
+    Unsupported {
+        /// The file.
+        path: PathBuf,
+        /// Its format field.
+        format: String,
+        /// Its version.
+        version: u32,
+    },
+    /// The file cannot be written.
+    #[error("cannot write bisection state {path}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What is bisected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// A performance regression in one metric.
+    Perf,
+    /// Boot failures: good boots, bad panics or hangs.
+    Boot,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Mode, String> {
+        match s {
+            "perf" => Ok(Mode::Perf),
+            "boot" => Ok(Mode::Boot),
+            other => Err(format!("unknown mode '{other}' (expected perf or boot)")),
+        }
+    }
+}
+
+/// How steps are classified.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum StepPolicy {
+    /// The sequential test: boots only while unsure (the default).
+    Sequential,
+    /// The classic way, kept for comparison: exactly `boots` boots per step,
+    /// then the closer reference (by the mean of the logs) wins.
+    Fixed {
+        /// Boots per step.
+        boots: u32,
+    },
+}
+
+/// Everything that decides how the bisection proceeds (the lab's own
+/// settings, such as the build command, live in [`LabSettings`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Perf or boot.
+    pub mode: Mode,
+    /// `WORKLOAD.METRIC` (perf mode).
+    pub metric: String,
+    /// Smallest regression between the ends worth bisecting, as a fraction
+    /// (0.03 = 3 %).
+    pub threshold: f64,
+    /// Highest rate of wrong culprits the bisection may have.
+    pub wrong_culprit_rate: f64,
+    /// How the rate is guaranteed. `None`: every test (steps and
+    /// confirmations) gets a share of it, so that by the union bound no test
+    /// errs with at most that probability. `Some(a)`: steps run at α = β = a
+    /// and only the confirmation guarantees the rate: a wrong culprit can
+    /// only be confirmed if a confirmation test errs, so each confirmation
+    /// round gets rate / (1 + max_revisions).
+    #[serde(default)]
+    pub step_rate: Option<f64>,
+    /// Step classification.
+    pub policy: StepPolicy,
+    /// Candidate boots before a step may decide.
+    pub min_boots: u32,
+    /// Candidate boots after which a step is skipped as unsure.
+    pub max_boots: u32,
+    /// Boots of each end before the bisection starts.
+    pub reference_boots: u32,
+    /// Boots of each end at most, while the ends do not yet differ clearly.
+    pub max_reference_boots: u32,
+    /// Boots of each end at most over the whole bisection: a step boots the
+    /// ends again while they are known too imprecisely for its test to
+    /// decide within `max_boots`.
+    pub reference_cap: u32,
+    /// One reference boot (alternating good and bad) after this many
+    /// candidate boots; 0 never interleaves.
+    pub reference_every: u32,
+    /// Significance the ends must differ at before bisecting.
+    pub ends_alpha: f64,
+    /// How σ is taken from its estimate.
+    pub variance: VarianceBound,
+    /// Boot mode: boots a commit must pass to be good.
+    pub boot_tries: u32,
+    /// Whether the culprit and its parent are measured again at the end.
+    pub confirm: bool,
+    /// Verdicts a failed confirmation may revise before giving up.
+    pub max_revisions: u32,
+}
+
+impl Default for Plan {
+    fn default() -> Plan {
+        Plan {
+            mode: Mode::Perf,
+            metric: "fork.fork_rate".into(),
+            threshold: 0.02,
+            wrong_culprit_rate: 0.05,
+            step_rate: Some(0.03),
+            policy: StepPolicy::Sequential,
+            min_boots: 2,
+            max_boots: 8,
+            reference_boots: 6,
+            max_reference_boots: 16,
+            reference_cap: 40,
+            reference_every: 4,
+            ends_alpha: 0.05,
+            variance: VarianceBound::Upper(0.75),
+            boot_tries: 2,
+            confirm: true,
+            max_revisions: 2,
+        }
+    }
+}
+
+/// Why a boot was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// A boot of the good end, for the reference.
+    GoodReference,
+    /// A boot of the bad end, for the reference.
+    BadReference,
+    /// A boot of the commit under test.
+    Candidate,
+}
+
+impl Role {
+    /// The other reference.
+    pub fn other(self) -> Role {
+        match self {
+            Role::GoodReference => Role::BadReference,
+            _ => Role::GoodReference,
+        }
+    }
+}
+
+/// One boot and what it measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BootEntry {
+    /// 0-based, in the order boots ran.
+    pub index: usize,
+    /// The commit whose kernel booted.
+    pub commit: String,
+    /// Why.
+    pub role: Role,
+    /// The test it belongs to (candidate boots).
+    #[serde(default)]
+    pub test: Option<u32>,
+    /// `ok`, or how it failed: `panic`, `oops`, `hang`, `qemu_failure`,
+    /// `incomplete`, `partial` (a workload failed), `no_metric`.
+    pub classification: String,
+    /// What failed, for a failed boot.
+    #[serde(default)]
+    pub detail: Option<String>,
+    /// Per-boot mean of the metric (perf mode, when the boot measured it).
+    #[serde(default)]
+    pub value: Option<f64>,
+    /// The metric's iterations in this boot.
+    #[serde(default)]
+    pub iterations: Vec<f64>,
+    /// Host wall time of the boot.
+    pub wall_s: f64,
+    /// When it finished (RFC 3339).
+    pub at: String,
+}
+
+impl BootEntry {
+    /// Whether the boot ended as a boot failure the kernel is to blame for
+    /// (what boot mode calls bad).
+    pub fn kernel_failed(&self) -> bool {
+        matches!(self.classification.as_str(), "panic" | "oops" | "hang")
+    }
+}
+
+/// How a commit's build went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BuildStatus {
+    /// A kernel the appliance can boot.
+    Built,
+    /// The build command failed or produced no image.
+    Failed,
+    /// Built, but the kernel cannot run the appliance (config lacks what
+    /// the init needs).
+    Unsuitable,
+}
+
+/// One commit's build.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BuildRecord {
+    /// Outcome.
+    pub status: BuildStatus,
+    /// Why it failed or is unsuitable.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The kernel image, copied out of the tree.
+    #[serde(default)]
+    pub image: Option<PathBuf>,
+    /// sha256 of the image.
+    #[serde(default)]
+    pub image_sha256: Option<String>,
+    /// The kernel config, copied beside the image.
+    #[serde(default)]
+    pub config: Option<PathBuf>,
+    /// Extra kernel cmdline words for this commit (from `--append-file`).
+    #[serde(default)]
+    pub cmdline: Option<String>,
+    /// Whether the kernel has the virtio results port built in.
+    #[serde(default)]
+    pub results_port: bool,
+    /// The build's output.
+    #[serde(default)]
+    pub log: Option<PathBuf>,
+    /// How long the build took.
+    pub seconds: f64,
+}
+
+/// What is known about one commit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommitRecord {
+    /// Full object name.
+    pub sha: String,
+    /// Subject line.
+    pub subject: String,
+    /// Index in the range, oldest first (0 = the good end), when known.
+    #[serde(default)]
+    pub position: Option<u64>,
+    /// The build, once done.
+    #[serde(default)]
+    pub build: Option<BuildRecord>,
+}
+
+/// Why a commit was tested.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TestKind {
+    /// A bisection step.
+    Step,
+    /// The first bad commit, measured again.
+    ConfirmCulprit,
+    /// Its parent, measured again.
+    ConfirmParent,
+    /// One `git bisect run` invocation.
+    Run,
+}
+
+/// A test's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Like the good end.
+    Good,
+    /// Like the bad end.
+    Bad,
+    /// No verdict: build failure, unsuitable kernel, repeated boot failure,
+    /// or still unsure at the cap.
+    Skip,
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Verdict::Good => "good",
+            Verdict::Bad => "bad",
+            Verdict::Skip => "skip",
+        })
+    }
+}
+
+/// One test of one commit: a bisection step or a confirmation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestRecord {
+    /// 1-based; decides its share of the error budget.
+    pub number: u32,
+    /// The commit tested.
+    pub commit: String,
+    /// Why.
+    pub kind: TestKind,
+    /// Highest probability of calling a good commit bad.
+    pub alpha: f64,
+    /// Highest probability of calling a bad commit good.
+    pub beta: f64,
+    /// Candidate commits left when the test started.
+    #[serde(default)]
+    pub remaining: Option<u64>,
+    /// Positions of the good and bad bounds when the test started.
+    #[serde(default)]
+    pub bounds: Option<(u64, u64)>,
+    /// The verdict; `None` while running.
+    #[serde(default)]
+    pub verdict: Option<Verdict>,
+    /// The verdict's reason in words.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The sequential test's last evaluation.
+    #[serde(default)]
+    pub evidence: Option<Evaluation>,
+    /// Boots of the candidate that failed.
+    #[serde(default)]
+    pub boot_failures: u32,
+    /// When it started and ended (RFC 3339).
+    pub started_at: String,
+    /// When it ended.
+    #[serde(default)]
+    pub finished_at: Option<String>,
+}
+
+/// Where the bisection is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "phase")]
+pub enum Phase {
+    /// Measuring the ends.
+    References,
+    /// Testing midpoints.
+    Bisecting,
+    /// Measuring the named culprit and its parent again.
+    Confirming {
+        /// The culprit named by the bisection.
+        culprit: String,
+    },
+    /// Done; see the outcome.
+    Finished,
+}
+
+/// How the bisection ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "outcome")]
+pub enum Outcome {
+    /// The first bad commit, confirmed by measuring it and its parent again.
+    Confirmed {
+        /// The first bad commit.
+        culprit: String,
+        /// Its (first) parent.
+        parent: String,
+    },
+    /// The first bad commit as the bisection found it, without confirmation.
+    Unconfirmed {
+        /// The first bad commit.
+        culprit: String,
+        /// Why it is not confirmed.
+        reason: String,
+    },
+    /// Only skipped commits are left: the first bad commit is one of these.
+    Ambiguous {
+        /// The possible first bad commits.
+        candidates: Vec<String>,
+    },
+    /// The bisection could not proceed.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The whole state of one bisection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BisectState {
+    /// Always [`STATE_FORMAT`].
+    pub format: String,
+    /// Layout version.
+    pub version: u32,
+    /// How to proceed.
+    pub plan: Plan,
+    /// How to build and boot (absent in simulations).
+    #[serde(default)]
+    pub lab: Option<LabSettings>,
+    /// The good end (full object name).
+    pub good: String,
+    /// The bad end.
+    pub bad: String,
+    /// What the tree had checked out before, restored at the end.
+    #[serde(default)]
+    pub original_head: Option<String>,
+    /// Candidate commits in the range at the start (bad end included).
+    pub range_commits: u64,
+    /// The error budget.
+    pub budget: ErrorBudget,
+    /// Every commit seen, by object name.
+    pub commits: BTreeMap<String, CommitRecord>,
+    /// Every boot, in order.
+    pub boots: Vec<BootEntry>,
+    /// Every test, in order.
+    pub tests: Vec<TestRecord>,
+    /// The check that the ends differ.
+    #[serde(default)]
+    pub ends: Option<EndsComparison>,
+    /// Where it is.
+    pub phase: Phase,
+    /// Verdicts revised after a failed confirmation.
+    #[serde(default)]
+    pub revisions: u32,
+    /// How it ended.
+    #[serde(default)]
+    pub outcome: Option<Outcome>,
+    /// Which end the next interleaved reference boot is of.
+    pub next_reference: Role,
+    /// Candidate boots since the last reference boot.
+    #[serde(default)]
+    pub since_reference: u32,
+    /// When it started (RFC 3339).
+    pub started_at: String,
+    /// When the state was last written.
+    pub updated_at: String,
+}
+
+/// The current time, RFC 3339 with seconds.
+pub fn now() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+impl BisectState {
+    /// A fresh state for the range `good..bad`.
+    pub fn new(
+        plan: Plan,
+        lab: Option<LabSettings>,
+        good: &str,
+        bad: &str,
+        range_commits: u64,
+    ) -> Result<Self, super::sequential_test::SequentialTestError> {
+        let budget = ErrorBudget::for_range(plan.wrong_culprit_rate, range_commits)?;
+        let t = now();
+        Ok(BisectState {
+            format: STATE_FORMAT.into(),
+            version: STATE_VERSION,
+            plan,
+            lab,
+            good: good.into(),
+            bad: bad.into(),
+            original_head: None,
+            range_commits,
+            budget,
+            commits: BTreeMap::new(),
+            boots: Vec::new(),
+            tests: Vec::new(),
+            ends: None,
+            phase: Phase::References,
+            revisions: 0,
+            outcome: None,
+            next_reference: Role::GoodReference,
+            since_reference: 0,
+            started_at: t.clone(),
+            updated_at: t,
+        })
+    }
+
+    /// Reads and checks a state file.
+    pub fn load(path: &Path) -> Result<BisectState, StateError> {
+        let text = std::fs::read_to_string(path).map_err(|source| StateError::Read { path: path.into(), source })?;
+        let state: BisectState =
+            serde_json::from_str(&text).map_err(|source| StateError::Parse { path: path.into(), source })?;
+        if state.format != STATE_FORMAT || state.version > STATE_VERSION {
+            return Err(StateError::Unsupported { path: path.into(), format: state.format, version: state.version });
+        }
+        Ok(state)
+    }
+
+    /// Writes the state atomically and durably: a temp file in the same
+    /// directory, fsync, rename over the old file, fsync of the directory.
+    /// A crash or power cut at any moment leaves either the old or the new
+    /// state, never a torn one.
+    pub fn save(&mut self, path: &Path) -> Result<(), StateError> {
+        self.updated_at = now();
+        let err = |source| StateError::Write { path: path.into(), source };
+        let json = serde_json::to_vec_pretty(self).map_err(|e| err(std::io::Error::other(e)))?;
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(err)?;
+        tmp.write_all(&json).map_err(err)?;
+        tmp.as_file().sync_all().map_err(err)?;
+        tmp.persist(path).map_err(|e| err(e.error))?;
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(err)?;
+        Ok(())
+    }
+
+    /// Each commit's standing verdict: the one of its latest finished test.
+    /// A confirmation overrides the step it contradicts.
+    pub fn verdicts(&self) -> BTreeMap<&str, (Verdict, u32)> {
+        let mut out = BTreeMap::new();
+        for t in &self.tests {
+            if let (Some(v), TestKind::Step | TestKind::ConfirmCulprit | TestKind::ConfirmParent) = (t.verdict, t.kind)
+            {
+                out.insert(t.commit.as_str(), (v, t.number));
+            }
+        }
+        out
+    }
+
+    /// The bad bound: the commit most recently found bad, else the bad end.
+    pub fn current_bad(&self) -> String {
+        self.verdicts()
+            .into_iter()
+            .filter(|(_, (v, _))| *v == Verdict::Bad)
+            .max_by_key(|(_, (_, n))| *n)
+            .map(|(c, _)| c.to_string())
+            .unwrap_or_else(|| self.bad.clone())
+    }
+
+    /// The good end and every commit found good.
+    pub fn goods(&self) -> Vec<String> {
+        let mut out = vec![self.good.clone()];
+        out.extend(
+            self.verdicts()
+                .into_iter()
+                .filter(|(c, (v, _))| *v == Verdict::Good && *c != self.good)
+                .map(|(c, _)| c.to_string()),
+        );
+        out
+    }
+
+    /// Commits skipped (and not decided by a later test).
+    pub fn skipped(&self) -> Vec<String> {
+        self.verdicts().into_iter().filter(|(_, (v, _))| *v == Verdict::Skip).map(|(c, _)| c.to_string()).collect()
+    }
+
+    /// Per-boot values of one reference.
+    pub fn reference_values(&self, role: Role) -> Vec<f64> {
+        self.boots.iter().filter(|b| b.role == role).filter_map(|b| b.value).collect()
+    }
+
+    /// Per-boot values of test `number`'s candidate.
+    pub fn test_values(&self, number: u32) -> Vec<f64> {
+        self.boots
+            .iter()
+            .filter(|b| b.role == Role::Candidate && b.test == Some(number))
+            .filter_map(|b| b.value)
+            .collect()
+    }
+
+    /// The candidate boots of test `number`.
+    pub fn test_boots(&self, number: u32) -> impl Iterator<Item = &BootEntry> {
+        self.boots.iter().filter(move |b| b.role == Role::Candidate && b.test == Some(number))
+    }
+
+    /// Values of every test other than `except`, one group per test, for
+    /// the pooled spread.
+    pub fn other_groups(&self, except: u32) -> Vec<Vec<f64>> {
+        self.tests.iter().filter(|t| t.number != except).map(|t| self.test_values(t.number)).collect()
+    }
+
+    /// The test with this number.
+    pub fn test_mut(&mut self, number: u32) -> Option<&mut TestRecord> {
+        self.tests.iter_mut().find(|t| t.number == number)
+    }
+
+    /// Short name of a commit for messages: 12 hex digits and the subject.
+    pub fn describe(&self, commit: &str) -> String {
+        let short = short(commit);
+        match self.commits.get(commit) {
+            Some(c) if !c.subject.is_empty() => format!("{short} (\"{}\")", c.subject),
+            _ => short.to_string(),
+        }
+    }
+
+    /// Candidate boots in all tests.
+    pub fn candidate_boots(&self) -> usize {
+        self.boots.iter().filter(|b| b.role == Role::Candidate).count()
+    }
+}
+
+/// The first 12 characters of an object name.
+pub fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn test(number: u32, commit: &str, kind: TestKind, verdict: Option<Verdict>) -> TestRecord {
+        TestRecord {
+            number,
+            commit: commit.into(),
+            kind,
+            alpha: 0.01,
+            beta: 0.01,
+            remaining: None,
+            bounds: None,
+            verdict,
+            reason: None,
+            evidence: None,
+            boot_failures: 0,
+            started_at: now(),
+            finished_at: None,
+        }
+    }
+
+    #[test]
+    fn verdicts_follow_the_latest_test_and_confirmations_revise() {
+        let mut s = BisectState::new(Plan::default(), None, "g", "b", 100).unwrap();
+        s.tests.push(test(1, "m", TestKind::Step, Some(Verdict::Bad)));
+        s.tests.push(test(2, "n", TestKind::Step, Some(Verdict::Good)));
+        s.tests.push(test(3, "o", TestKind::Step, Some(Verdict::Skip)));
+        s.tests.push(test(4, "p", TestKind::Step, Some(Verdict::Bad)));
+        s.tests.push(test(5, "q", TestKind::Step, None));
+        assert_eq!(s.current_bad(), "p");
+        assert_eq!(s.goods(), vec!["g".to_string(), "n".to_string()]);
+        assert_eq!(s.skipped(), vec!["o".to_string()]);
+        // Confirmation finds p good after all: the bad bound falls back to m.
+        s.tests.push(test(6, "p", TestKind::ConfirmCulprit, Some(Verdict::Good)));
+        assert_eq!(s.current_bad(), "m");
+        assert!(s.goods().contains(&"p".to_string()));
+        // A bisect-run test never counts as a bisection verdict.
+        s.tests.push(test(7, "z", TestKind::Run, Some(Verdict::Bad)));
+        assert_eq!(s.current_bad(), "m");
+    }
+
+    #[test]
+    fn save_is_atomic_and_load_refuses_other_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("state.json");
+        let mut s = BisectState::new(Plan::default(), None, "g", "b", 10).unwrap();
+        s.boots.push(BootEntry {
+            index: 0,
+            commit: "g".into(),
+            role: Role::GoodReference,
+            test: None,
+            classification: "ok".into(),
+            detail: None,
+            value: Some(12.5),
+            iterations: vec![12.0, 13.0],
+            wall_s: 20.0,
+            at: now(),
+        });
+        s.save(&p).unwrap();
+        let back = BisectState::load(&p).unwrap();
+        assert_eq!(back.boots, s.boots);
+        assert_eq!(back.reference_values(Role::GoodReference), vec![12.5]);
+        // Only the state file is left in the directory: no temp files.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+
+        std::fs::write(&p, r#"{"format":"other","version":1}"#).unwrap();
+        assert!(matches!(BisectState::load(&p), Err(StateError::Parse { .. })));
+        let mut v = serde_json::to_value(&s).unwrap();
+        v["version"] = 99.into();
+        std::fs::write(&p, v.to_string()).unwrap();
+        let e = BisectState::load(&p).unwrap_err();
+        assert!(matches!(e, StateError::Unsupported { version: 99, .. }), "{e}");
+        assert!(e.to_string().contains("state.json"));
+        assert!(matches!(BisectState::load(&dir.path().join("nope.json")), Err(StateError::Read { .. })));
+    }
+}

@@ -1,0 +1,161 @@
+//! Whether two kernel groups may be compared: the same workloads with the
+//! same parameters and metrics (else a refusal), and the same kind of
+//! machine (else a prominent warning, since a different vCPU count, accel
+//! mode or arch can pass for a kernel difference).
+
+use super::samples::{GroupSamples, WorkloadKey};
+use crate::results_file::BootRecord;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Why two groups cannot be compared.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CompatError {
+    /// The same workload ran with different parameters.
+    #[error("workload {name} ran with different parameters: {base_name} {base_params}, {cand_name} {cand_params}; compare runs of the same suite")]
+    DifferentParams {
+        /// Workload name.
+        name: String,
+        /// Baseline group's name.
+        base_name: String,
+        /// Its parameter sets.
+        base_params: String,
+        /// Candidate group's name.
+        cand_name: String,
+        /// Its parameter sets.
+        cand_params: String,
+    },
+    /// A workload ran in one group only.
+    #[error("workload {workload} ran for {has} but not for {lacks}; compare runs of the same suite, or restrict with --workloads")]
+    DifferentWorkloads {
+        /// The workload.
+        workload: String,
+        /// Group that has it.
+        has: String,
+        /// Group that lacks it.
+        lacks: String,
+    },
+    /// A metric is reported by one group only (different bootbench builds).
+    #[error("metric '{metric}' of workload {workload} is reported for {has} but not for {lacks}")]
+    DifferentMetrics {
+        /// The workload.
+        workload: String,
+        /// The metric.
+        metric: String,
+        /// Group that has it.
+        has: String,
+        /// Group that lacks it.
+        lacks: String,
+    },
+}
+
+fn params_by_name(ws: &BTreeSet<WorkloadKey>) -> BTreeMap<&str, Vec<&str>> {
+    let mut out: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for w in ws {
+        out.entry(w.name.as_str()).or_default().push(w.params.as_str());
+    }
+    out
+}
+
+/// Refuses to compare unlike runs.
+pub fn check_comparable(
+    base_name: &str,
+    base: &GroupSamples,
+    cand_name: &str,
+    cand: &GroupSamples,
+) -> Result<(), CompatError> {
+    let (bp, cp) = (params_by_name(&base.workloads), params_by_name(&cand.workloads));
+    for (name, b) in &bp {
+        match cp.get(name) {
+            Some(c) if c == b => {}
+            Some(c) => {
+                return Err(CompatError::DifferentParams {
+                    name: name.to_string(),
+                    base_name: base_name.into(),
+                    base_params: b.join(" "),
+                    cand_name: cand_name.into(),
+                    cand_params: c.join(" "),
+                })
+            }
+            None => {
+                return Err(CompatError::DifferentWorkloads {
+                    workload: name.to_string(),
+                    has: base_name.into(),
+                    lacks: cand_name.into(),
+                })
+            }
+        }
+    }
+    if let Some(name) = cp.keys().find(|n| !bp.contains_key(*n)) {
+        return Err(CompatError::DifferentWorkloads {
+            workload: name.to_string(),
+            has: cand_name.into(),
+            lacks: base_name.into(),
+        });
+    }
+    for (has, lacks, a, b) in [(base_name, cand_name, base, cand), (cand_name, base_name, cand, base)] {
+        if let Some(k) = a.metrics.keys().find(|k| !b.metrics.contains_key(*k)) {
+            return Err(CompatError::DifferentMetrics {
+                workload: k.workload.to_string(),
+                metric: k.metric.clone(),
+                has: has.into(),
+                lacks: lacks.into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What must match between boots, as (aspect, value) pairs.
+fn environment(b: &BootRecord) -> Vec<(&'static str, String)> {
+    let guest = b.result.as_ref().map(|d| &d.provenance);
+    vec![
+        ("arch", b.machine.arch.clone()),
+        ("accel", b.machine.accel.clone()),
+        ("vCPUs", b.machine.smp.to_string()),
+        ("memory", format!("{} MiB", b.machine.mem_mib)),
+        ("CPU model", b.machine.cpu.clone().unwrap_or_else(|| "default".into())),
+        ("QEMU", b.qemu.version.clone()),
+        // A different init or suite is a different benchmark.
+        ("initramfs sha256", b.initramfs.sha256.get(..12).unwrap_or(&b.initramfs.sha256).to_string()),
+        ("guest CPUs online", guest.map(|p| p.machine.cpus.to_string()).unwrap_or_default()),
+        ("bootbench", guest.map(|p| p.bootbench.version.clone()).unwrap_or_default()),
+    ]
+}
+
+/// Warnings for every aspect of the machine that differs across the boots
+/// of all groups (`groups` are (name, boots) pairs). Empty values (boots
+/// without a guest document) are ignored.
+pub fn environment_warnings(groups: &[(&str, &[BootRecord])]) -> Vec<String> {
+    let mut seen: BTreeMap<&'static str, BTreeMap<String, BTreeSet<&str>>> = BTreeMap::new();
+    let mut order: Vec<&'static str> = Vec::new();
+    for (name, boots) in groups {
+        for b in *boots {
+            for (aspect, value) in environment(b) {
+                if value.is_empty() {
+                    continue;
+                }
+                if !order.contains(&aspect) {
+                    order.push(aspect);
+                }
+                seen.entry(aspect).or_default().entry(value).or_default().insert(name);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for aspect in order {
+        let Some(values) = seen.get(aspect) else { continue };
+        if values.len() > 1 {
+            let parts: Vec<String> = values
+                .iter()
+                .map(|(v, names)| format!("{v} ({})", names.iter().copied().collect::<Vec<_>>().join(", ")))
+                .collect();
+            let severe = matches!(aspect, "arch" | "accel" | "vCPUs" | "memory" | "CPU model");
+            out.push(format!(
+                "{}{aspect} differs: {}",
+                if severe { "the machines differ — " } else { "" },
+                parts.join(" vs ")
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,250 @@
+//! Tests of the comparison engine on synthetic boots.
+
+use super::test_fixtures::*;
+use super::*;
+
+fn group(name: &str, boots: Vec<BootRecord>) -> GroupInput {
+    GroupInput { name: name.into(), source: format!("{name}.json"), boots }
+}
+
+fn rate(r: &Report, cand: usize) -> (&MetricReport, &Change) {
+    let m = r.metrics.iter().find(|m| m.key.metric == "fork_rate").unwrap();
+    (m, &m.changes[cand - 1])
+}
+
+#[test]
+fn verdict_rules() {
+    use Better::*;
+    assert_eq!(verdict(0.5, Some((-1.0, 1.5)), 2.0, Higher), Verdict::NoChange);
+    assert_eq!(verdict(5.0, Some((3.0, 7.0)), 2.0, Higher), Verdict::Better);
+    assert_eq!(verdict(5.0, Some((3.0, 7.0)), 2.0, Lower), Verdict::Worse);
+    assert_eq!(verdict(-5.0, Some((-7.0, -3.0)), 2.0, Lower), Verdict::Better);
+    // Beyond the threshold but the interval includes 0.
+    assert_eq!(verdict(5.0, Some((-1.0, 11.0)), 2.0, Higher), Verdict::Unsure);
+    // Significant but small and not provably inside the threshold.
+    assert_eq!(verdict(1.5, Some((0.5, 2.5)), 2.0, Higher), Verdict::Unsure);
+    // Estimate beyond, interval excludes 0 but straddles the threshold: still a change.
+    assert_eq!(verdict(2.5, Some((1.0, 4.0)), 2.0, Higher), Verdict::Better);
+    assert_eq!(verdict(3.0, None, 2.0, Higher), Verdict::Unsure);
+}
+
+#[test]
+fn clear_improvement_and_reference_layout_figures() {
+    let base = fork_boots(0, "base", "aaaa", &[&[100.0, 101.0], &[99.0, 100.0], &[101.0, 100.5], &[100.0, 99.5]]);
+    let cand = fork_boots(4, "cand", "bbbb", &[&[110.0, 111.0], &[109.0, 110.0], &[111.0, 110.5], &[110.0, 109.5]]);
+    let r = compare(&group("base", base), &[group("cand", cand)], Settings::default(), None, false).unwrap();
+    assert_eq!(r.metrics.len(), 2);
+    let (m, c) = rate(&r, 1);
+    assert_eq!(m.kernels[0].pct_of_baseline, 100.0);
+    assert!((m.kernels[1].pct_of_baseline - 110.0).abs() < 0.2, "{}", m.kernels[1].pct_of_baseline);
+    assert_eq!((m.kernels[0].boots, m.kernels[0].iterations), (4, 8));
+    assert!(m.kernels[0].sd_between_boots);
+    assert_eq!(c.verdict, Verdict::Better);
+    assert_eq!(c.boots, (4, 4));
+    assert_eq!(c.iterations, (8, 8));
+    let (lo, hi) = c.interval_pct.unwrap();
+    assert!(lo > 8.0 && hi < 12.0 && lo < c.change_pct && c.change_pct < hi, "{lo} {hi}");
+    // Two metrics under Holm, both clearly significant: levels α/2 and α.
+    assert!(c.interval_confidence >= 0.975 - 1e-12, "{}", c.interval_confidence);
+    // The latency got lower: better too.
+    let lat = r.metrics.iter().find(|m| m.key.metric == "fork_latency").unwrap();
+    assert_eq!(lat.changes[0].verdict, Verdict::Better);
+    assert!(lat.changes[0].change_pct < -8.0);
+}
+
+#[test]
+fn identical_samples_are_no_change() {
+    let runs: &[&[f64]] = &[&[100.0, 100.2], &[100.1, 100.3], &[99.9, 100.0], &[100.05, 100.1]];
+    let r = compare(
+        &group("a", fork_boots(0, "a", "aaaa", runs)),
+        &[group("b", fork_boots(4, "b", "aaaa", runs))],
+        Settings::default(),
+        None,
+        false,
+    )
+    .unwrap();
+    let (_, c) = rate(&r, 1);
+    assert_eq!(c.change_pct, 0.0);
+    assert!((c.p_value.unwrap() - 1.0).abs() < 1e-12);
+    assert_eq!(c.verdict, Verdict::NoChange);
+}
+
+#[test]
+fn zero_variance_is_exact() {
+    let a = fork_boots(0, "a", "aaaa", &[&[100.0], &[100.0], &[100.0]]);
+    let same = compare(
+        &group("a", a.clone()),
+        &[group("b", fork_boots(3, "b", "bbbb", &[&[100.0], &[100.0]]))],
+        Settings::default(),
+        None,
+        false,
+    )
+    .unwrap();
+    let (_, c) = rate(&same, 1);
+    assert_eq!((c.change_pct, c.interval_pct, c.verdict), (0.0, Some((0.0, 0.0)), Verdict::NoChange));
+    assert!(c.note.as_deref().unwrap().contains("exact"));
+    let apart = compare(
+        &group("a", a),
+        &[group("b", fork_boots(3, "b", "bbbb", &[&[90.0], &[90.0]]))],
+        Settings::default(),
+        None,
+        false,
+    )
+    .unwrap();
+    let (_, c) = rate(&apart, 1);
+    assert!((c.change_pct + 10.0).abs() < 1e-9);
+    assert_eq!(c.verdict, Verdict::Worse);
+}
+
+#[test]
+fn one_boot_gives_no_interval_and_two_boots_work() {
+    let a = fork_boots(0, "a", "aaaa", &[&[100.0, 101.0, 99.0]]);
+    let b = fork_boots(1, "b", "bbbb", &[&[120.0, 121.0], &[119.0, 120.0]]);
+    let r = compare(&group("a", a), &[group("b", b.clone())], Settings::default(), None, false).unwrap();
+    let (m, c) = rate(&r, 1);
+    assert_eq!(c.verdict, Verdict::Unsure);
+    assert_eq!(c.interval_pct, None);
+    assert!(c.note.as_deref().unwrap().contains("at least 2 boots per kernel (baseline 1, candidate 2)"));
+    // A single boot's spread is over its iterations, and says so.
+    assert!(!m.kernels[0].sd_between_boots);
+    assert!((m.kernels[0].sd - 1.0).abs() < 1e-12);
+
+    let a2 = fork_boots(0, "a", "aaaa", &[&[100.0, 101.0], &[99.0, 100.0]]);
+    let r = compare(&group("a", a2), &[group("b", b)], Settings::default(), None, false).unwrap();
+    let (_, c) = rate(&r, 1);
+    assert!(c.interval_pct.is_some() && c.p_value.is_some());
+}
+
+#[test]
+fn nan_and_missing_metrics_name_the_metric_and_boot() {
+    let a = fork_boots(0, "a", "aaaa", &[&[100.0], &[101.0]]);
+    let mut b = fork_boots(2, "b", "bbbb", &[&[100.0], &[101.0], &[102.0]]);
+    b[1].result.as_mut().unwrap().workloads[0].iterations[0].metrics.get_mut("fork_rate").unwrap().value = f64::NAN;
+    let e = compare(&group("a", a.clone()), &[group("b", b.clone())], Settings::default(), None, false).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("boot #3") && msg.contains("'fork_rate'") && msg.contains("NaN"), "{msg}");
+    // With --skip-incomplete-boots the boot is left out and listed.
+    let r = compare(&group("a", a.clone()), &[group("b", b)], Settings::default(), None, true).unwrap();
+    assert_eq!(r.kernels[1].boots_used, 2);
+    assert!(r.kernels[1].skipped[0].reason.contains("NaN"));
+
+    let mut c = fork_boots(2, "c", "cccc", &[&[100.0, 99.0], &[101.0, 98.0]]);
+    c[0].result.as_mut().unwrap().workloads[0].iterations[1].metrics.remove("fork_latency");
+    let msg =
+        compare(&group("a", a.clone()), &[group("c", c)], Settings::default(), None, false).unwrap_err().to_string();
+    assert!(
+        msg.contains("boot #2") && msg.contains("'fork_latency' is missing") && msg.contains("iteration 1"),
+        "{msg}"
+    );
+
+    let mut d = fork_boots(2, "d", "dddd", &[&[100.0], &[101.0]]);
+    for it in &mut d[1].result.as_mut().unwrap().workloads[0].iterations {
+        it.metrics.remove("fork_latency");
+    }
+    let msg = compare(&group("a", a), &[group("d", d)], Settings::default(), None, false).unwrap_err().to_string();
+    assert!(msg.contains("boot #3") && msg.contains("fork_latency") && msg.contains("boot #2 has it"), "{msg}");
+}
+
+#[test]
+fn failed_boots_are_left_out_and_listed() {
+    let a = fork_boots(0, "a", "aaaa", &[&[100.0], &[101.0], &[99.0]]);
+    let mut b = fork_boots(3, "b", "bbbb", &[&[100.0], &[101.0], &[99.0]]);
+    b[0].boot.classification = "hang".into();
+    b[0].result = None;
+    b[0].result_error = Some("silence timeout".into());
+    let r = compare(&group("a", a), &[group("b", b)], Settings::default(), None, false).unwrap();
+    assert_eq!(r.kernels[1].boots_used, 2);
+    assert_eq!(r.kernels[1].skipped[0].reason, "hang: silence timeout");
+    let (_, c) = rate(&r, 1);
+    assert_eq!(c.boots, (3, 2));
+}
+
+#[test]
+fn different_workloads_or_params_are_refused() {
+    let a = fork_boots(0, "a", "aaaa", &[&[100.0], &[101.0]]);
+    let mut b = fork_boots(2, "b", "bbbb", &[&[100.0], &[101.0]]);
+    for boot in &mut b {
+        boot.result.as_mut().unwrap().workloads[0].params.insert("count".into(), 5000.into());
+    }
+    let msg = format!(
+        "{:#}",
+        anyhow::Error::from(
+            compare(&group("a", a.clone()), &[group("b", b)], Settings::default(), None, false).unwrap_err()
+        )
+    );
+    assert!(
+        msg.contains("cannot compare a with b") && msg.contains("different parameters") && msg.contains("5000"),
+        "{msg}"
+    );
+
+    let mut c = fork_boots(2, "c", "cccc", &[&[100.0], &[101.0]]);
+    for boot in &mut c {
+        let mut w = fork_workload(1000, &[1.0]);
+        w.name = "hackbench".into();
+        boot.result.as_mut().unwrap().workloads.push(w);
+    }
+    let e = compare(&group("a", a.clone()), &[group("c", c.clone())], Settings::default(), None, false).unwrap_err();
+    assert!(format!("{:#}", anyhow::Error::from(e)).contains("hackbench ran for c but not for a"));
+    // Restricting to the shared workload compares.
+    let only = vec!["fork".to_string()];
+    assert!(compare(&group("a", a.clone()), &[group("c", c)], Settings::default(), Some(&only), false).is_ok());
+    let only = vec!["dbench".to_string()];
+    let e = compare(&group("a", a), &[], Settings::default(), Some(&only), false).unwrap_err();
+    assert!(e.to_string().contains("no candidate"), "{e}");
+}
+
+#[test]
+fn machine_differences_are_warnings() {
+    let a = fork_boots(0, "a", "aaaa", &[&[100.0], &[101.0]]);
+    let mut b = fork_boots(2, "b", "bbbb", &[&[100.0], &[101.0]]);
+    for boot in &mut b {
+        boot.machine.accel = "icount".into();
+        boot.machine.smp = 4;
+    }
+    let r = compare(&group("a", a), &[group("b", b)], Settings::default(), None, false).unwrap();
+    assert_eq!(r.warnings.len(), 2, "{:?}", r.warnings);
+    assert!(r.warnings[0].contains("accel differs: icount (b) vs tcg (a)"), "{:?}", r.warnings);
+    assert!(r.warnings[1].contains("vCPUs differs"));
+}
+
+#[test]
+fn non_positive_values_fall_back_to_fieller() {
+    let a = fork_boots(0, "a", "aaaa", &[&[100.0], &[101.0], &[99.0]]);
+    let mut b = fork_boots(3, "b", "bbbb", &[&[100.0], &[101.0], &[99.0]]);
+    b[0].result.as_mut().unwrap().workloads[0].iterations[0].metrics.get_mut("fork_rate").unwrap().value = 0.0;
+    let r = compare(&group("a", a), &[group("b", b)], Settings::default(), None, false).unwrap();
+    let (_, c) = rate(&r, 1);
+    assert_eq!(c.method, Method::Fieller);
+    assert!(c.note.as_deref().unwrap().contains("Fieller"));
+}
+
+#[test]
+fn bad_settings_are_refused() {
+    let a = fork_boots(0, "a", "aaaa", &[&[100.0], &[101.0]]);
+    let s = Settings { confidence: 1.5, ..Settings::default() };
+    assert!(compare(&group("a", a.clone()), &[group("b", a.clone())], s, None, false)
+        .unwrap_err()
+        .to_string()
+        .contains("confidence"));
+    assert!("median".parse::<Method>().unwrap_err().to_string().contains("median"));
+}
+
+#[test]
+fn display_names_disambiguate() {
+    use super::selector::FileGroup;
+    let mut x = fork_boots(0, "", "aaaa", &[&[1.0]]);
+    let mut y = fork_boots(1, "", "aaaa", &[&[1.0]]);
+    y[0].cmdline = "console=ttyS0 quiet mitigations=off".into();
+    let z = fork_boots(2, "fast", "bbbb", &[&[1.0]]);
+    x[0].cmdline = "console=ttyS0 quiet".into();
+    let names = display_names(&[
+        FileGroup { number: 1, boots: x.clone() },
+        FileGroup { number: 2, boots: y },
+        FileGroup { number: 3, boots: z },
+        FileGroup { number: 4, boots: x },
+    ]);
+    assert_eq!(names[1], "6.1.0-test [mitigations=off]");
+    assert_eq!(names[2], "fast");
+    assert_eq!(names[0], "6.1.0-test #1");
+    assert_eq!(names[3], "6.1.0-test #4");
+}

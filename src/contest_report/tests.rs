@@ -1,0 +1,356 @@
+use super::test_fixtures::{boot, contest_boot, iteration, workload};
+use super::*;
+use crate::compare::test_fixtures::fork_workload;
+
+fn kernel(name: &str, boots: Vec<BootRecord>) -> KernelInput {
+    KernelInput {
+        name: name.into(),
+        sources: vec!["t.json".into()],
+        boots: boots.into_iter().map(|record| InputBoot { origin: "t.json".into(), record }).collect(),
+    }
+}
+
+fn settings(ratio_base: RatioBase) -> Settings {
+    Settings { ratio_base, baseline: None }
+}
+
+/// Two kernels as in reference 001/003: `base` over two boots of one
+/// iteration each, `cand` one boot of two iterations, whose no_load is 2%
+/// faster than base's.
+fn two_kernels() -> Vec<KernelInput> {
+    let base = vec![
+        contest_boot(
+            0,
+            "base",
+            "aaaaaa01",
+            vec![iteration(&[("no_load", 30.0, 177.0, 0.0, 0.0), ("process_load", 38.0, 142.0, 12.0, 47.0)], &[])],
+        ),
+        contest_boot(
+            2,
+            "base",
+            "aaaaaa01",
+            vec![iteration(&[("no_load", 32.0, 178.0, 0.0, 0.0), ("process_load", 38.4, 142.2, 13.0, 47.8)], &[])],
+        ),
+    ];
+    let cand = vec![contest_boot(
+        1,
+        "cand",
+        "bbbbbb02",
+        vec![
+            iteration(&[("no_load", 30.0, 180.0, 0.0, 0.0), ("process_load", 41.0, 129.3, 16.0, 61.0)], &[]),
+            iteration(&[("no_load", 30.76, 180.0, 0.0, 0.0), ("process_load", 41.0, 129.3, 16.0, 61.0)], &[]),
+        ],
+    )];
+    vec![kernel("base", base), kernel("cand", cand)]
+}
+
+fn entry<'a>(r: &'a ContestReport, row: &str, kernel: &str) -> &'a RowEntry {
+    let t = r.rows.iter().find(|t| t.row == row).unwrap_or_else(|| panic!("no row {row}"));
+    t.kernels.iter().find(|e| e.kernel == kernel).unwrap_or_else(|| panic!("no {kernel} in {row}"))
+}
+
+#[test]
+fn contest_text_layout_is_the_reference_one() {
+    let r = build(&two_kernels(), &settings(RatioBase::Baseline)).unwrap();
+    let expected = "\
+no_load:
+Kernel  [runs]  Time   CPU%  Loads  LCPU%  Ratio
+base         2  31.0  177.5      0    0.0   1.00
+cand         2  30.4  180.0      0    0.0   0.98
+
+process_load:
+Kernel  [runs]  Time   CPU%  Loads  LCPU%  Ratio
+base         2  38.2  142.1     13   47.4   1.23
+cand         2  41.0  129.3     16   61.0   1.32
+
+Time: the foreground build's wall time in seconds; CPU%: its CPU use (over 100 on SMP); \
+Loads: work the load completed; LCPU%: the load's CPU time over its running time. \
+[runs] counts the iterations that measured the row; the columns are their means.
+Ratio: Time over the mean no_load Time of the baseline base (31.0 s).
+contest parameters: build_size=100 load_lead_s=3
+
+Load units:
+  no_load       units
+  process_load  loops
+
+Kernels:
+  base (baseline): 2 of 2 boot(s), 2 iteration(s); accel tcg; \
+ext4 on /dev/vda (2048 MiB), scheduler mq-deadline, swap /dev/vdb (512 MiB)
+  cand: 1 of 1 boot(s), 2 iteration(s); accel tcg; \
+ext4 on /dev/vda (2048 MiB), scheduler mq-deadline, swap /dev/vdb (512 MiB)
+";
+    assert_eq!(render::text(&r), expected);
+}
+
+#[test]
+fn contest_ratio_over_the_baseline_kernels_no_load() {
+    let r = build(&two_kernels(), &settings(RatioBase::Baseline)).unwrap();
+    assert_eq!(r.baseline, "base");
+    assert_eq!(r.baseline_no_load_s, Some(31.0));
+    let base = entry(&r, "no_load", "base").ratio.unwrap();
+    assert_eq!(base.mean, 1.0);
+    let cand = entry(&r, "no_load", "cand").ratio.unwrap();
+    assert!((cand.mean - 30.38 / 31.0).abs() < 1e-12, "{cand:?}");
+    assert_eq!(format!("{:.2}", cand.mean), "0.98");
+    // The spread is Time's, over the fixed divisor.
+    let t = entry(&r, "no_load", "base").time.unwrap();
+    assert!((t.sd.unwrap() - 2f64.sqrt()).abs() < 1e-12);
+    assert!((base.sd.unwrap() - 2f64.sqrt() / 31.0).abs() < 1e-12);
+
+    // Another baseline changes every ratio.
+    let s = Settings { ratio_base: RatioBase::Baseline, baseline: Some("cand".into()) };
+    let r = build(&two_kernels(), &s).unwrap();
+    assert_eq!(entry(&r, "no_load", "cand").ratio.unwrap().mean, 1.0);
+    assert!((entry(&r, "no_load", "base").ratio.unwrap().mean - 31.0 / 30.38).abs() < 1e-12);
+    assert!(r.kernels.iter().any(|k| k.name == "cand" && k.baseline));
+}
+
+#[test]
+fn contest_ratio_over_the_own_no_load() {
+    let r = build(&two_kernels(), &settings(RatioBase::Own)).unwrap();
+    assert_eq!(entry(&r, "no_load", "cand").ratio.unwrap().mean, 1.0);
+    assert_eq!(entry(&r, "no_load", "base").ratio.unwrap().mean, 1.0);
+    // Paired per iteration, then averaged.
+    let own = entry(&r, "process_load", "cand").ratio.unwrap();
+    let want = (41.0 / 30.0 + 41.0 / 30.76) / 2.0;
+    assert!((own.mean - want).abs() < 1e-12, "{own:?}");
+    assert_eq!(own.n, 2);
+    assert!(own.sd.unwrap() > 0.0);
+    assert!(render::text(&r).contains("Ratio: Time over the same iteration's no_load Time of the same kernel"));
+}
+
+#[test]
+fn contest_own_ratio_is_formed_when_the_metric_is_missing() {
+    let mut it = iteration(&[("no_load", 20.0, 100.0, 0.0, 0.0), ("io_load", 50.0, 40.0, 7.0, 10.0)], &[]);
+    it.metrics.remove("ratio_io_load");
+    let r = build(&[kernel("k", vec![contest_boot(0, "k", "aaaaaa01", vec![it])])], &settings(RatioBase::Own)).unwrap();
+    assert_eq!(entry(&r, "io_load", "k").ratio.unwrap().mean, 2.5);
+}
+
+#[test]
+fn contest_error_rows_show_good_runs_and_footnotes() {
+    let k = vec![contest_boot(
+        0,
+        "k",
+        "aaaaaa01",
+        vec![
+            iteration(
+                &[("no_load", 20.0, 100.0, 0.0, 0.0), ("io_load", 50.0, 40.0, 7.0, 10.0)],
+                &[("mem_load", "oom")],
+            ),
+            iteration(
+                &[("no_load", 20.0, 100.0, 0.0, 0.0)],
+                &[("io_load", "the load died after 2 s"), ("mem_load", "oom")],
+            ),
+        ],
+    )];
+    let r = build(&[kernel("k", k)], &settings(RatioBase::Baseline)).unwrap();
+    let io = entry(&r, "io_load", "k");
+    assert_eq!((io.state, io.runs, io.failed), (RowState::Measured, 1, 1));
+    assert_eq!(
+        io.errors[0],
+        RowError { location: "boot #0 iteration 2".into(), message: "the load died after 2 s".into() }
+    );
+    let mem = entry(&r, "mem_load", "k");
+    assert_eq!((mem.state, mem.runs, mem.failed), (RowState::Failed, 0, 2));
+    assert!(mem.time.is_none() && mem.ratio.is_none());
+    let text = render::text(&r);
+    assert!(text.contains("k            1  50.0  40.0      7   10.0   2.50  [1]\n"), "{text}");
+    assert!(
+        text.contains("  [1] k: failed in 1 of 2 iteration(s): boot #0 iteration 2: the load died after 2 s\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("mem_load:\nKernel  [runs]  Time  CPU%  Loads  LCPU%  Ratio\nk            0  error: oom [2]\n"),
+        "{text}"
+    );
+    assert!(text.contains("  [2] k: failed in 2 of 2 iteration(s): boot #0 iteration 1: oom; boot #0 iteration 2: oom"));
+    let md = render::markdown(&r);
+    assert!(md.contains("| k | 0 | error: oom [2] | | | | |"), "{md}");
+}
+
+#[test]
+fn contest_rows_keep_contest_order_and_missing_rows_say_so() {
+    // Metric names sort alphabetically (cacherun, fork_load, no_load); the
+    // table must not.
+    let a = contest_boot(
+        0,
+        "a",
+        "aaaaaa01",
+        vec![iteration(
+            &[
+                ("fork_load", 25.0, 90.0, 40000.0, 30.0),
+                ("no_load", 20.0, 100.0, 0.0, 0.0),
+                ("cacherun", 19.0, 104.0, 0.0, 0.0),
+            ],
+            &[],
+        )],
+    );
+    let b = contest_boot(1, "b", "bbbbbb02", vec![iteration(&[("no_load", 21.0, 100.0, 0.0, 0.0)], &[])]);
+    let r = build(&[kernel("a", vec![a]), kernel("b", vec![b])], &settings(RatioBase::Baseline)).unwrap();
+    let rows: Vec<&str> = r.rows.iter().map(|t| t.row.as_str()).collect();
+    assert_eq!(rows, ["no_load", "cacherun", "fork_load"]);
+    let missing = entry(&r, "fork_load", "b");
+    assert_eq!((missing.state, missing.runs), (RowState::NotMeasured, 0));
+    let text = render::text(&r);
+    assert!(text.contains("\nb            0  not measured\n"), "{text}");
+    assert!(text.contains("  fork_load  forks\n"), "{text}");
+    assert!(!text.contains("io_load"), "{text}");
+}
+
+#[test]
+fn contest_unknown_rows_follow_the_known_ones() {
+    let it = iteration(&[("zram_load", 30.0, 80.0, 5.0, 20.0), ("no_load", 20.0, 100.0, 0.0, 0.0)], &[]);
+    let r = build(&[kernel("a", vec![contest_boot(0, "a", "aaaaaa01", vec![it])])], &settings(RatioBase::Baseline))
+        .unwrap();
+    let rows: Vec<&str> = r.rows.iter().map(|t| t.row.as_str()).collect();
+    assert_eq!(rows, ["no_load", "zram_load"]);
+}
+
+#[test]
+fn contest_excludes_bad_boots_with_the_reason() {
+    let mut panicked = contest_boot(3, "a", "aaaaaa01", vec![iteration(&[("no_load", 1.0, 1.0, 0.0, 0.0)], &[])]);
+    panicked.boot.classification = "panic".into();
+    panicked.boot.detail = Some("Kernel panic - not syncing".into());
+    let fork_only = boot(4, "a", "aaaaaa01", "none", vec![fork_workload(100, &[1000.0])]);
+    let mut empty = boot(5, "a", "aaaaaa01", "none", vec![workload(100, vec![])]);
+    if let Some(d) = empty.result.as_mut() {
+        d.workloads[0].error = Some("scratch disk missing".into());
+    }
+    let good = contest_boot(0, "a", "aaaaaa01", vec![iteration(&[("no_load", 20.0, 100.0, 0.0, 0.0)], &[])]);
+    let r = build(&[kernel("a", vec![good, panicked, fork_only, empty])], &settings(RatioBase::Baseline)).unwrap();
+    let reasons: Vec<(u32, &str)> = r.excluded.iter().map(|x| (x.boot, x.reason.as_str())).collect();
+    assert_eq!(
+        reasons,
+        [
+            (3, "boot classified panic: Kernel panic - not syncing"),
+            (4, "no contest workload (it ran fork)"),
+            (5, "contest measured nothing: scratch disk missing"),
+        ]
+    );
+    assert_eq!((r.kernels[0].boots_used, r.kernels[0].boots_total), (1, 4));
+    let text = render::text(&r);
+    assert!(text.contains("Excluded boots:\n  a t.json boot #3: boot classified panic"), "{text}");
+}
+
+#[test]
+fn contest_refuses_inputs_without_contest() {
+    let fork_only = boot(0, "a", "aaaaaa01", "none", vec![fork_workload(100, &[1000.0])]);
+    let e = check_has_contest("runs/fork.json", std::slice::from_ref(&fork_only)).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.starts_with("runs/fork.json: no contest results"), "{msg}");
+    assert!(msg.contains("boot #0: no contest workload (it ran fork)"), "{msg}");
+    assert!(check_has_contest("empty.json", &[]).unwrap_err().to_string().contains("(no boots)"));
+    let good = contest_boot(1, "a", "aaaaaa01", vec![iteration(&[("no_load", 20.0, 100.0, 0.0, 0.0)], &[])]);
+    assert!(check_has_contest("mixed.json", &[fork_only.clone(), good]).is_ok());
+    // A kernel with no usable boot is left out, with a warning; as the
+    // only kernel there is nothing to table.
+    assert_eq!(
+        build(&[kernel("a", vec![fork_only.clone()])], &settings(RatioBase::Baseline)).unwrap_err(),
+        ContestReportError::NothingToTable
+    );
+    let mut ks = two_kernels();
+    ks.push(kernel("dead", vec![fork_only]));
+    let r = build(&ks, &settings(RatioBase::Baseline)).unwrap();
+    assert_eq!(r.kernels.len(), 2);
+    assert!(r.warnings.iter().any(|w| w.starts_with("dead is left out")), "{:?}", r.warnings);
+}
+
+#[test]
+fn contest_baseline_by_name() {
+    let s = |n: &str| Settings { ratio_base: RatioBase::Baseline, baseline: Some(n.into()) };
+    let e = build(&two_kernels(), &s("nope")).unwrap_err();
+    assert_eq!(e, ContestReportError::UnknownBaseline { name: "nope".into(), names: "base, cand".into() });
+    // The release names both kernels of the fixture.
+    let e = build(&two_kernels(), &s("6.1.0-test")).unwrap_err();
+    assert!(matches!(e, ContestReportError::AmbiguousBaseline { .. }), "{e}");
+    assert_eq!("own".parse::<RatioBase>().unwrap(), RatioBase::Own);
+    assert_eq!("mean".parse::<RatioBase>().unwrap_err(), ContestReportError::RatioBase("mean".into()));
+}
+
+#[test]
+fn contest_warns_about_different_parameters_and_storage() {
+    let it = || vec![iteration(&[("no_load", 20.0, 100.0, 0.0, 0.0)], &[])];
+    let a = boot(0, "a", "aaaaaa01", "mq-deadline", vec![workload(100, it())]);
+    let b = boot(1, "b", "bbbbbb02", "bfq", vec![workload(200, it())]);
+    let r = build(&[kernel("a", vec![a]), kernel("b", vec![b])], &settings(RatioBase::Baseline)).unwrap();
+    let w = r.warnings.join("\n");
+    assert!(w.contains("contest ran with different parameters"), "{w}");
+    assert!(w.contains("a: build_size=100 load_lead_s=3; b: build_size=200 load_lead_s=3"), "{w}");
+    let text = render::text(&r);
+    assert!(!text.contains("contest parameters:"), "{text}");
+    assert!(text.contains("scheduler bfq"), "{text}");
+
+    // Running fewer rows is not a different benchmark.
+    let mut fewer = workload(100, it());
+    fewer.params.insert("rows".into(), serde_json::json!(["no_load"]));
+    let a = boot(0, "a", "aaaaaa01", "mq-deadline", vec![workload(100, it())]);
+    let b = boot(1, "b", "bbbbbb02", "mq-deadline", vec![fewer]);
+    let r = build(&[kernel("a", vec![a]), kernel("b", vec![b])], &settings(RatioBase::Baseline)).unwrap();
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+
+    let mixed = vec![
+        boot(0, "a", "aaaaaa01", "mq-deadline", vec![workload(100, it())]),
+        boot(1, "a", "aaaaaa01", "none", vec![workload(100, it())]),
+    ];
+    let r = build(&[kernel("a", mixed)], &settings(RatioBase::Baseline)).unwrap();
+    assert!(r.warnings.iter().any(|w| w.contains("boots used different storage")), "{:?}", r.warnings);
+    assert_eq!(r.kernels[0].storage.len(), 2);
+}
+
+#[test]
+fn contest_non_finite_values_are_failed_runs() {
+    let mut bad = iteration(&[("no_load", 20.0, 100.0, 0.0, 0.0), ("io_load", 50.0, 40.0, 7.0, 10.0)], &[]);
+    bad.metrics.insert("lcpu_percent_io_load".into(), loads::schema::Metric::higher(f64::NAN, "%"));
+    let good = iteration(&[("no_load", 20.0, 100.0, 0.0, 0.0), ("io_load", 60.0, 40.0, 9.0, 12.0)], &[]);
+    let r = build(&[kernel("k", vec![contest_boot(0, "k", "aaaaaa01", vec![bad, good])])], &settings(RatioBase::Own))
+        .unwrap();
+    let io = entry(&r, "io_load", "k");
+    assert_eq!((io.runs, io.failed), (1, 1));
+    assert_eq!(io.time.unwrap().mean, 60.0);
+    assert_eq!(io.errors[0].message, "lcpu_percent_io_load is NaN");
+}
+
+#[test]
+fn contest_json_and_markdown_carry_the_figures() {
+    let r = build(&two_kernels(), &settings(RatioBase::Baseline)).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&render::json(&r).unwrap()).unwrap();
+    assert_eq!(v["format"], REPORT_FORMAT);
+    assert_eq!(v["ratio_base"], "baseline");
+    let process = &v["rows"][1];
+    assert_eq!(process["row"], "process_load");
+    assert_eq!(process["load_units"], serde_json::json!(["loops"]));
+    let base = &process["kernels"][0];
+    assert_eq!(base["runs"], 2);
+    assert!((base["time"]["mean"].as_f64().unwrap() - 38.2).abs() < 1e-9);
+    assert!((base["time"]["sd"].as_f64().unwrap() - 0.4 / 2f64.sqrt()).abs() < 1e-9);
+    assert!((base["loads"]["sd"].as_f64().unwrap() - 0.5f64.sqrt()).abs() < 1e-9);
+    assert_eq!(v["kernels"][0]["storage_info"][0]["scheduler"], "mq-deadline");
+    let md = render::markdown(&r);
+    assert!(
+        md.contains("### process_load\n\n| Kernel | runs | Time (s) | CPU% | Loads (loops) | LCPU% | Ratio |\n"),
+        "{md}"
+    );
+    assert!(md.contains("| base | 2 | 38.2 | 142.1 | 13 | 47.4 | 1.23 |\n"), "{md}");
+    assert!(md.contains("| cand | 2 | 30.4 | 180.0 | 0 | 0.0 | 0.98 |\n"), "{md}");
+}
+
+#[test]
+fn storage_line_names_a_zram_swap() {
+    let mut s = super::test_fixtures::storage("bfq");
+    s.swap_device = None;
+    s.swap_bytes = None;
+    assert!(describe_storage(Some(&s)).ends_with("scheduler bfq, no swap"));
+    s.zram = Some(loads::schema::ZramInfo {
+        device: "/dev/zram0".into(),
+        disksize_bytes: 128 << 20,
+        algorithm: Some("lzo-rle".into()),
+        swap_bytes: Some(128 << 20),
+        priority: 100,
+        ..Default::default()
+    });
+    assert_eq!(
+        describe_storage(Some(&s)),
+        "ext4 on /dev/vda (2048 MiB), scheduler bfq, no swap disk, zram swap /dev/zram0 (128 MiB, lzo-rle, used first)"
+    );
+}

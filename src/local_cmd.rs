@@ -1,0 +1,174 @@
+//! `bootbench local`: the suite's workloads on this host, without booting.
+//! Each workload runs in this process, exactly as the guest's workload child
+//! runs it, so development and tests need no boot.
+
+use crate::summary_table;
+use anyhow::Context;
+use loads::runner;
+use loads::schema::RunDocument;
+use loads::suite::{CmdlineConfig, Suite};
+use loads::workloads::RunContext;
+use std::path::{Path, PathBuf};
+
+/// Options of `bootbench local`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LocalArgs {
+    /// The suite, as a word: `bootbench local contest` is `--suite contest`.
+    #[arg(value_name = "SUITE", conflicts_with = "suite")]
+    pub suite_word: Option<String>,
+    /// Built-in suite name (quick, standard, full, contest) or a suite JSON file.
+    #[arg(long, default_value = "quick")]
+    pub suite: String,
+    /// Measured iterations per workload (overrides the suite).
+    #[arg(long)]
+    pub iterations: Option<u32>,
+    /// Warmup iterations per workload (overrides the suite).
+    #[arg(long)]
+    pub warmup: Option<u32>,
+    /// Run only these workloads, comma-separated.
+    #[arg(long)]
+    pub workloads: Option<String>,
+    /// Directory the workloads write in (default: a fresh temporary one).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// Write the result document here.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// The RAM size contest's loads are sized from on this host (io_load's
+    /// and read_load's files, mem_load touches 110% of it), e.g. 1G or
+    /// 512M; at most half of the host's available memory, so a local
+    /// contest never takes the host down. A suite's own `mem_bytes` wins.
+    #[arg(long, default_value = "1G")]
+    pub mem: String,
+}
+
+/// Gives every contest workload of `suite` a `mem_bytes` of `mem_mib`
+/// unless it has one, after checking that half of this host's available
+/// memory covers it (mem_load touches 110% of it).
+pub fn bound_contest_memory(suite: &mut Suite, mem_mib: u64, available_bytes: Option<u64>) -> anyhow::Result<()> {
+    let bytes = mem_mib.saturating_mul(1 << 20);
+    for spec in suite.workloads.iter_mut().filter(|w| w.name == "contest") {
+        let given = spec.params.get("mem_bytes").and_then(|v| v.as_u64());
+        let effective = given.unwrap_or(bytes);
+        if let Some(avail) = available_bytes {
+            if effective.saturating_add(effective / 10) > avail / 2 {
+                anyhow::bail!(
+                    "contest's mem_bytes {} MiB is more than half of this host's available memory ({} MiB): mem_load would touch 110% of it; give a smaller --mem",
+                    effective >> 20,
+                    avail >> 20
+                );
+            }
+        }
+        if given.is_none() {
+            spec.params.insert("mem_bytes".into(), bytes.into());
+        }
+    }
+    Ok(())
+}
+
+/// MemAvailable of this host, in bytes.
+fn mem_available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = text.lines().find(|l| l.starts_with("MemAvailable:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Loads a suite by built-in name or from a JSON file.
+pub fn load_suite(name_or_path: &str) -> anyhow::Result<Suite> {
+    if loads::suite::BUILTIN_SUITES.contains(&name_or_path) {
+        return Ok(Suite::builtin(name_or_path)?);
+    }
+    let path = Path::new(name_or_path);
+    let json = std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "cannot read suite file '{name_or_path}' (built-in suites: {})",
+            loads::suite::BUILTIN_SUITES.join(", ")
+        )
+    })?;
+    Ok(Suite::from_json(name_or_path, &json)?)
+}
+
+/// Applies the command-line overrides the same way the guest applies
+/// `bootbench.*` keys, so both validate identically.
+pub fn apply_overrides(
+    suite: Suite,
+    iterations: Option<u32>,
+    warmup: Option<u32>,
+    workloads: Option<&str>,
+) -> anyhow::Result<Suite> {
+    let mut words = Vec::new();
+    if let Some(n) = iterations {
+        words.push(format!("bootbench.iterations={n}"));
+    }
+    if let Some(n) = warmup {
+        words.push(format!("bootbench.warmup={n}"));
+    }
+    if let Some(w) = workloads {
+        words.push(format!("bootbench.workloads={w}"));
+    }
+    let cfg = CmdlineConfig::parse(&words.join(" "))?;
+    Ok(cfg.apply(suite)?)
+}
+
+/// Runs `bootbench local`.
+pub fn run(args: &LocalArgs) -> anyhow::Result<RunDocument> {
+    let mut suite = apply_overrides(
+        load_suite(args.suite_word.as_ref().unwrap_or(&args.suite))?,
+        args.iterations,
+        args.warmup,
+        args.workloads.as_deref(),
+    )?;
+    let mem_mib = crate::run_cmd::parse_mem_mib(&args.mem).context("--mem")?;
+    bound_contest_memory(&mut suite, mem_mib, mem_available_bytes())?;
+    let tmp;
+    let work_dir = match &args.work_dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).with_context(|| format!("cannot create work dir {}", d.display()))?;
+            d.clone()
+        }
+        None => {
+            tmp = tempfile::Builder::new().prefix("bootbench-local-").tempdir().context("cannot create a temp dir")?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let ctx = RunContext::new(suite.seed, work_dir);
+    let run_id = uuid::Uuid::new_v4().to_string();
+    let mut doc = runner::begin_document(&run_id, Some(&suite), None);
+    let kmsg = loads::provenance::KmsgCursor::open(false);
+    for spec in &suite.workloads {
+        eprintln!("local: workload {} ...", spec.name);
+        doc.workloads.push(runner::run_workload(&suite, spec, &ctx, false));
+    }
+    let mut kmsg = kmsg;
+    runner::finish_document(&mut doc, kmsg.warnings());
+    print!("{}", summary_table::render_document(&doc));
+    if let Some(out) = &args.output {
+        let json = serde_json::to_vec_pretty(&doc)?;
+        std::fs::write(out, json).with_context(|| format!("cannot write {}", out.display()))?;
+        eprintln!("local: wrote {}", out.display());
+    }
+    Ok(doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contest_memory_is_bounded_by_mem_and_the_host() {
+        let fresh = || {
+            Suite::from_json(
+                "t",
+                r#"{"name":"t","iterations":1,"workloads":[{"name":"fork"},{"name":"contest"},{"name":"contest","params":{"mem_bytes":1048576}}]}"#,
+            )
+            .unwrap()
+        };
+        let mut suite = fresh();
+        bound_contest_memory(&mut suite, 256, Some(8 << 30)).unwrap();
+        assert_eq!(suite.workloads[1].params["mem_bytes"], serde_json::json!(256u64 << 20));
+        assert_eq!(suite.workloads[2].params["mem_bytes"], serde_json::json!(1048576), "the suite's own value wins");
+        assert!(suite.workloads[0].params.get("mem_bytes").is_none());
+        let e = bound_contest_memory(&mut fresh(), 4096, Some(4 << 30)).unwrap_err().to_string();
+        assert!(e.contains("more than half") && e.contains("--mem"), "{e}");
+    }
+}

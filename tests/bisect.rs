@@ -1,0 +1,277 @@
+//! End-to-end: `bootbench bisect` on a synthetic git history whose commits
+//! change the kernel for real. Every commit's "build" copies the cached
+//! Debian kernel into the tree and writes the kernel cmdline that commit
+//! wants; from the culprit on, the cmdline turns on the function-graph
+//! tracer for `copy_process` (`ftrace=function_graph
+//! ftrace_graph_filter=copy_process`), which slows every fork in the guest
+//! several-fold: the kernel's fork path really runs slower, the workload is
+//! unchanged. The bisection must name the culprit and confirm it, and it
+//! must survive being killed halfway (`--resume`).
+
+mod support;
+
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The knob the bad commits add: a real slowdown of the kernel's fork path.
+const SLOW_FORK: &str = "ftrace=function_graph ftrace_graph_filter=copy_process";
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git").arg("-C").arg(dir).args(args).output().expect("cannot run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// c0 … c8; commits from `culprit` on carry the slow-fork knob.
+fn synthetic_history(tree: &Path, culprit: usize) -> Vec<String> {
+    std::fs::create_dir_all(tree).unwrap();
+    git(tree, &["init", "-q", "-b", "main"]);
+    git(tree, &["config", "user.email", "bisect-test@example.invalid"]);
+    git(tree, &["config", "user.name", "bisect test"]);
+    std::fs::write(tree.join(".gitignore"), "out/\n").unwrap();
+    let mut shas = Vec::new();
+    for i in 0..=8 {
+        let cmdline = if i >= culprit { SLOW_FORK } else { "" };
+        std::fs::write(tree.join("cmdline"), format!("{cmdline}\n")).unwrap();
+        std::fs::write(tree.join("version"), format!("{i}\n")).unwrap();
+        git(tree, &["add", "-A"]);
+        let subject =
+            if i == culprit { format!("c{i}: trace copy_process") } else { format!("c{i}: unrelated change") };
+        git(tree, &["commit", "-q", "-m", &subject]);
+        shas.push(git(tree, &["rev-parse", "HEAD"]));
+    }
+    shas
+}
+
+fn count_boots(state: &Path) -> usize {
+    std::fs::read_to_string(state)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["boots"].as_array().map(Vec::len))
+        .unwrap_or(0)
+}
+
+#[test]
+#[ignore = "boots real kernels under QEMU: run scripts/test"]
+fn bisect_names_and_confirms_the_commit_that_slows_fork_and_resumes_after_a_kill() {
+    let kernel = support::require_x86_64_boot();
+    let _one_qemu_at_a_time = support::boot_lock();
+    support::require_program("git");
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    let culprit = 5;
+    let shas = synthetic_history(&tree, culprit);
+    let build = format!(
+        "mkdir -p out && cp '{}' out/bzImage && cp '{}' out/.config && cp cmdline out/cmdline",
+        kernel.image().display(),
+        kernel.config().display()
+    );
+    let state = dir.path().join("bisect/state.json");
+    let report = dir.path().join("report");
+    let mut args: Vec<String> = [
+        "bisect",
+        "--tree",
+        tree.to_str().unwrap(),
+        "--good",
+        &shas[0],
+        "--bad",
+        &shas[8],
+        "--build",
+        &build,
+        "--kernel-image",
+        "out/bzImage",
+        "--kernel-config",
+        "out/.config",
+        "--append-file",
+        "out/cmdline",
+        // A short fork workload: the knob's effect is several-fold (about
+        // 5x measured here), so few iterations and boots suffice.
+        "--append",
+        "bootbench.fork.count=50",
+        "--iterations",
+        "2",
+        "--warmup",
+        "1",
+        "--reference-boots",
+        "3",
+        "--max-reference-boots",
+        "5",
+        "--min-boots",
+        "1",
+        // Tracing slows the boot too (its setup took ~30 s of guest time
+        // under TCG); a loaded host needs more than the default 120 s.
+        "--timeout-boot",
+        "400",
+        "--timeout-total",
+        "900",
+        "--state",
+        state.to_str().unwrap(),
+        "-o",
+        report.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+
+    // First run: killed (with its QEMU) once the ends are measured.
+    let mut child = Command::new(support::bootbench_bin())
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("cannot start bootbench bisect");
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    while count_boots(&state) < 7 {
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("bootbench bisect ended early ({st}); log: {}", dir.path().join("bisect/log.jsonl").display());
+        }
+        assert!(Instant::now() < deadline, "no progress: {} boots after 30 min", count_boots(&state));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL).unwrap();
+    child.wait().unwrap();
+    let boots_before = count_boots(&state);
+
+    // Starting again without --resume is refused: the state would be lost.
+    let refused = Command::new(support::bootbench_bin()).args(&args).output().unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--resume"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+
+    // The tree may be left on a candidate after the kill; resume anyway.
+    args.push("--resume".into());
+    let out =
+        Command::new(support::bootbench_bin()).args(&args).output().expect("cannot run bootbench bisect --resume");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "bisect did not confirm a culprit:\n{stdout}\n{stderr}");
+
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(report.with_extension("json")).unwrap()).unwrap();
+    assert_eq!(json["outcome"]["outcome"], "confirmed", "{stdout}");
+    assert_eq!(json["outcome"]["culprit"], shas[culprit].as_str(), "{stdout}");
+    assert_eq!(json["outcome"]["parent"], shas[culprit - 1].as_str(), "{stdout}");
+    assert!(stdout.contains("first bad commit") && stdout.contains("trace copy_process"), "{stdout}");
+    // The boots from before the kill were kept, not redone.
+    let boots_after = json["boots"].as_u64().unwrap() as usize;
+    assert!(boots_after > boots_before, "{boots_before} → {boots_after}");
+    // The ends really differ: the knob slows fork by more than half.
+    let change = json["change_pct"].as_f64().unwrap();
+    assert!(change < -30.0, "fork rate change between the ends: {change}%");
+
+    // The tree is back on its branch, clean.
+    assert_eq!(git(&tree, &["symbolic-ref", "--short", "HEAD"]), "main");
+    assert_eq!(git(&tree, &["status", "--porcelain", "--untracked-files=no"]), "");
+
+    // The log has every build, boot and verdict; the HTML has its plots.
+    let log = std::fs::read_to_string(dir.path().join("bisect/log.jsonl")).unwrap();
+    let kinds: Vec<String> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["kind"].as_str().unwrap().to_string())
+        .collect();
+    for k in ["start", "build", "boot", "ends", "test", "verdict", "resume", "outcome"] {
+        assert!(kinds.iter().any(|x| x == k), "no {k} event in the log");
+    }
+    // One event per boot (plus at most the one the kill cut between its log
+    // line and its checkpoint).
+    let boot_events = kinds.iter().filter(|k| *k == "boot").count();
+    assert!(
+        boot_events >= boots_after && boot_events <= boots_after + 1,
+        "{boot_events} boot events, {boots_after} boots"
+    );
+    let html = std::fs::read_to_string(report.with_extension("html")).unwrap();
+    assert_eq!(html.matches("<svg").count(), 2);
+}
+
+#[test]
+#[ignore = "boots real kernels under QEMU: run scripts/test"]
+fn git_bisect_run_with_bisect_run_finds_the_commit_that_makes_the_kernel_panic() {
+    let kernel = support::require_x86_64_boot();
+    let _one_qemu_at_a_time = support::boot_lock();
+    support::require_program("git");
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    // From c3 on the cmdline names an init that does not exist: the kernel
+    // finds no init and no root file system, and panics.
+    std::fs::create_dir_all(&tree).unwrap();
+    git(&tree, &["init", "-q", "-b", "main"]);
+    git(&tree, &["config", "user.email", "bisect-test@example.invalid"]);
+    git(&tree, &["config", "user.name", "bisect test"]);
+    std::fs::write(tree.join(".gitignore"), "out/\n").unwrap();
+    let mut shas = Vec::new();
+    for i in 0..=4 {
+        let cmdline = if i >= 3 { "rdinit=/nonexistent" } else { "" };
+        std::fs::write(tree.join("cmdline"), format!("{cmdline}\n")).unwrap();
+        // Every commit changes something, so none is empty.
+        std::fs::write(tree.join("version"), format!("{i}\n")).unwrap();
+        git(&tree, &["add", "-A"]);
+        git(&tree, &["commit", "-q", "-m", &format!("c{i}")]);
+        shas.push(git(&tree, &["rev-parse", "HEAD"]));
+    }
+    git(&tree, &["bisect", "start", &shas[4], &shas[0]]);
+    let build = format!(
+        "mkdir -p out && cp '{}' out/bzImage && cp '{}' out/.config && cp cmdline out/cmdline",
+        kernel.image().display(),
+        kernel.config().display()
+    );
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(&tree)
+        .args(["bisect", "run"])
+        .arg(support::bootbench_bin())
+        .args([
+            "bisect-run",
+            "--mode",
+            "boot",
+            "--boot-tries",
+            "1",
+            "--build",
+            &build,
+            "--kernel-image",
+            "out/bzImage",
+            "--kernel-config",
+            "out/.config",
+            "--append-file",
+            "out/cmdline",
+            "--iterations",
+            "1",
+            "--warmup",
+            "0",
+            "--append",
+            "bootbench.fork.count=10",
+            "--timeout-total",
+            "600",
+        ])
+        .output()
+        .expect("cannot run git bisect run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "git bisect run failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains(&format!("{} is the first bad commit", shas[3])), "{stdout}\n{stderr}");
+    // Every invocation recorded its verdict with the evidence in one state.
+    let state_path = tree.join(".git/bootbench-bisect-run/state.json");
+    let state: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&state_path).unwrap()).unwrap();
+    let tests = state["tests"].as_array().unwrap();
+    assert!(tests.len() >= 2, "{tests:?}");
+    for t in tests {
+        let reason = t["reason"].as_str().unwrap_or_default();
+        match t["verdict"].as_str() {
+            Some("bad") => assert!(reason.contains("panic"), "{reason}"),
+            Some("good") => assert!(reason.contains("booted cleanly"), "{reason}"),
+            other => panic!("unexpected verdict {other:?}: {reason}"),
+        }
+    }
+    git(&tree, &["bisect", "reset"]);
+}

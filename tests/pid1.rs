@@ -1,0 +1,90 @@
+//! End-to-end checks of the PID-1 rules in a real boot: children start
+//! clean, the watchdog bounds a workload that runs too long, and a workload
+//! that runs longer than the host's silence timeout survives on PID 1's
+//! `alive` events.
+
+use bootbench::results_file::ResultsFile;
+use std::path::Path;
+use std::process::Command;
+
+fn run_boot(out: &Path, append: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_bootbench"))
+        .args(["run", "--iterations", "1", "--warmup", "0", "--timeout-total", "600", "--append", append, "-o"])
+        .arg(out)
+        .output()
+        .expect("cannot run bootbench")
+}
+
+fn first_boot(out: &Path, output: &std::process::Output) -> bootbench::results_file::BootRecord {
+    let file = ResultsFile::read(out).unwrap_or_else(|e| {
+        panic!(
+            "no results file ({e:#}); bootbench said:\n{}\n(missing QEMU or kernel? run scripts/test)",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    file.boots.into_iter().next().expect("no boot recorded")
+}
+
+#[test]
+#[ignore = "boots real kernels under QEMU: run scripts/test"]
+fn workload_children_start_clean_and_pid1_stays_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let output = run_boot(&out, "bootbench.fork.count=300");
+    let boot = first_boot(&out, &output);
+    assert_eq!(boot.boot.classification, "ok", "{:?}", boot.boot.detail);
+    let doc = boot.result.expect("no guest document");
+    let quiet = doc.workloads[0].quiet.clone().expect("no quiet observation");
+    let child = quiet.workload_process.expect("no workload process state");
+    assert_eq!(child.signals_blocked, "0000000000000000", "child inherited PID 1's signal mask");
+    assert_eq!(child.signals_ignored, "0000000000000000", "child inherited ignored signals");
+    assert_eq!(child.oom_score_adj, 0, "child inherited PID 1's OOM protection");
+    assert_eq!(quiet.other_userspace_tasks, 0, "another userspace task was alive while measuring");
+    // PID 1 sleeps in one blocking poll while a workload runs.
+    assert!(quiet.pid1_voluntary_switches <= 2, "PID 1 woke {} times", quiet.pid1_voluntary_switches);
+}
+
+#[test]
+#[ignore = "boots real kernels under QEMU: run scripts/test"]
+fn watchdog_kills_an_overlong_workload_and_the_result_still_arrives() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let output = run_boot(&out, "bootbench.watchdog=3 bootbench.fork.count=100000000");
+    assert_eq!(output.status.code(), Some(2), "a run with a failed workload must not exit 0");
+    let boot = first_boot(&out, &output);
+    // The boot itself is fine: the init reported the failure and powered off.
+    assert_eq!(boot.boot.classification, "ok", "{:?}", boot.boot.detail);
+    let doc = boot.result.expect("no guest document");
+    let err = doc.workloads[0].error.clone().expect("workload error missing");
+    assert!(err.contains("watchdog"), "{err}");
+    assert_eq!(doc.status, loads::schema::Status::Error);
+    assert!(boot.console_log.contains("watchdog expired"), "console does not say why");
+}
+
+#[test]
+#[ignore = "boots real kernels under QEMU: run scripts/test"]
+fn alive_events_keep_a_long_workload_from_passing_for_a_silent_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    // The console may stay silent 20 s; fork runs for well over that, and
+    // only PID 1's alive events (every 5 s) speak meanwhile.
+    let output = Command::new(env!("CARGO_BIN_EXE_bootbench"))
+        .args(["run", "--workloads", "fork", "--iterations", "1", "--warmup", "0", "--timeout-silence", "20"])
+        .args(["--timeout-total", "600", "--append", "bootbench.alive=5 bootbench.fork.count=30000", "-o"])
+        .arg(&out)
+        .output()
+        .expect("cannot run bootbench");
+    let boot = first_boot(&out, &output);
+    assert_eq!(boot.boot.classification, "ok", "{:?}\n{}", boot.boot.detail, boot.console_log);
+    let doc = boot.result.expect("no guest document");
+    let fork = &doc.workloads[0];
+    assert_eq!(fork.error, None);
+    let elapsed = fork.iterations[0].detail["elapsed_s"].as_f64().unwrap();
+    assert!(elapsed > 25.0, "fork ran {elapsed} s, not longer than the silence timeout: raise its count");
+    let alive = boot.console_log.matches("@@BOOTBENCH EVENT alive workload=fork elapsed_s=").count();
+    assert!(
+        alive as f64 >= (elapsed / 5.0).floor() - 1.0,
+        "{alive} alive events in {elapsed} s:\n{}",
+        boot.console_log
+    );
+}

@@ -1,0 +1,363 @@
+//! The results receiver and `bootbench upload` on this host, without a
+//! boot: tokens, malformed and oversized bodies, the same run twice,
+//! conflicting content, concurrent uploads, the listing pages, and the CLI.
+
+mod support;
+
+use bootbench::results_file::{BootRecord, ResultsFile};
+use bootbench::serve_cmd::{Receiver, ServeConfig};
+use bootbench::store::{self, Store, StoredRun};
+use loads::schema::{Provenance, RunDocument, Status, SCHEMA_VERSION};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const TOKEN: &str = "test-token-123";
+
+fn doc(id: &str) -> RunDocument {
+    let mut p = Provenance::default();
+    p.kernel.release = "6.1.0-test".into();
+    p.machine.arch = "x86_64".into();
+    p.suite.name = "quick".into();
+    RunDocument {
+        schema_version: SCHEMA_VERSION,
+        run_id: id.into(),
+        status: Status::Complete,
+        errors: vec![],
+        provenance: p,
+        timings: Default::default(),
+        workloads: vec![],
+    }
+}
+
+fn start(dir: &Path, max_bytes: u64) -> (Receiver, PathBuf) {
+    let db = dir.join("runs.db");
+    let r = Receiver::start(ServeConfig {
+        db: db.clone(),
+        token: TOKEN.into(),
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        max_bytes,
+        log_prefix: None,
+    })
+    .expect("cannot start the receiver");
+    (r, db)
+}
+
+/// One raw HTTP/1.1 exchange (so tests control every header and byte);
+/// returns the status and the body.
+fn http(addr: SocketAddr, head: &str, body: &[u8]) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut req = head.replace('\n', "\r\n");
+    if !req.contains("Connection:") {
+        req.push_str("Connection: close\r\n");
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    // A receiver may answer before the body and close: that is fine.
+    let _ = s.write_all(body);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+fn put(addr: SocketAddr, id: &str, auth: Option<&str>, body: &[u8]) -> (u16, String) {
+    let auth = auth.map(|a| format!("Authorization: {a}\n")).unwrap_or_default();
+    http(
+        addr,
+        &format!(
+            "PUT /runs/{id} HTTP/1.1\nHost: x\n{auth}Content-Type: application/json\nContent-Length: {}\n",
+            body.len()
+        ),
+        body,
+    )
+}
+
+fn bearer() -> Option<&'static str> {
+    Some("Bearer test-token-123")
+}
+
+fn rows(db: &Path) -> usize {
+    Store::open(db).unwrap().list(1000).unwrap().len()
+}
+
+#[test]
+fn a_run_is_stored_once_listed_and_read_back() {
+    let dir = support::scratch();
+    let (r, db) = start(dir.path(), 1 << 20);
+    let body = serde_json::to_vec(&doc("run-a")).unwrap();
+    let (st, text) = put(r.addr(), "run-a", bearer(), &body);
+    assert_eq!(st, 201, "{text}");
+    assert!(text.contains("\"stored\":true"), "{text}");
+    // The same run again (as a retry would send it): nothing new.
+    let (st, text) = put(r.addr(), "run-a", bearer(), &body);
+    assert_eq!(st, 200, "{text}");
+    assert!(text.contains("\"already_stored\":true"), "{text}");
+    // Pretty-printed is the same content.
+    let (st, _) = put(r.addr(), "run-a", bearer(), &serde_json::to_vec_pretty(&doc("run-a")).unwrap());
+    assert_eq!(st, 200);
+    assert_eq!(rows(&db), 1);
+
+    let (st, list) = http(r.addr(), "GET /runs HTTP/1.1\nHost: x\n", b"");
+    assert_eq!(st, 200);
+    let v: serde_json::Value = serde_json::from_str(&list).unwrap();
+    assert_eq!(v["runs"][0]["run_id"], "run-a");
+    assert_eq!(v["runs"][0]["kernel_release"], "6.1.0-test");
+    let (st, got) = http(r.addr(), "GET /runs/run-a HTTP/1.1\nHost: x\n", b"");
+    assert_eq!(st, 200);
+    assert_eq!(got.as_bytes(), &body[..]);
+    let (st, page) = http(r.addr(), "GET / HTTP/1.1\nHost: x\n", b"");
+    assert_eq!(st, 200);
+    assert!(page.contains("<table>") && page.contains("run-a") && page.contains("6.1.0-test"), "{page}");
+    let (st, text) = http(r.addr(), "GET /runs/nope HTTP/1.1\nHost: x\n", b"");
+    assert_eq!(st, 404, "{text}");
+    assert!(text.contains("nope"));
+    let (st, text) = http(r.addr(), "DELETE /runs/run-a HTTP/1.1\nHost: x\n", b"");
+    assert_eq!(st, 405, "{text}");
+    let (st, text) = http(r.addr(), "GET /elsewhere HTTP/1.1\nHost: x\n", b"");
+    assert_eq!(st, 404);
+    assert!(text.contains("endpoints"), "{text}");
+    r.stop().unwrap();
+
+    // What compare reads from the store.
+    match store::load_run(&db, "run-a").unwrap() {
+        StoredRun::Document(d) => assert_eq!(d.run_id, "run-a"),
+        other => panic!("expected the bare document, got {other:?}"),
+    }
+}
+
+#[test]
+fn missing_and_wrong_tokens_are_refused_and_nothing_is_stored() {
+    let dir = support::scratch();
+    let (r, db) = start(dir.path(), 1 << 20);
+    let body = serde_json::to_vec(&doc("run-t")).unwrap();
+    let (st, text) = put(r.addr(), "run-t", None, &body);
+    assert_eq!(st, 401, "{text}");
+    assert!(text.contains("missing token"), "{text}");
+    let (st, text) = put(r.addr(), "run-t", Some("Basic dGVzdA=="), &body);
+    assert_eq!(st, 401, "{text}");
+    assert!(text.contains("Bearer"), "{text}");
+    let (st, text) = put(r.addr(), "run-t", Some("Bearer wrong"), &body);
+    assert_eq!(st, 403, "{text}");
+    assert!(text.contains("wrong token"), "{text}");
+    let (st, _) = put(r.addr(), "run-t", Some("Bearer test-token-1234"), &body);
+    assert_eq!(st, 403, "a longer token with the right prefix is still wrong");
+    assert_eq!(rows(&db), 0);
+}
+
+#[test]
+fn malformed_bodies_get_400_with_the_reason() {
+    let dir = support::scratch();
+    let (r, db) = start(dir.path(), 1 << 20);
+    let good = serde_json::to_vec(&doc("run-m")).unwrap();
+    let mut newer = doc("run-m");
+    newer.schema_version = SCHEMA_VERSION + 1;
+    let two = ResultsFile {
+        boots: vec![BootRecord { result: Some(doc("run-m")), ..Default::default() }; 2],
+        ..Default::default()
+    };
+    for (id, body, word) in [
+        ("run-m", b"{not json".to_vec(), "not JSON"),
+        ("run-m", br#"{"hello":"world"}"#.to_vec(), "not a bootbench result"),
+        ("other", good.clone(), "names run 'other'"),
+        ("-bad", good.clone(), "run id"),
+        ("run-m", serde_json::to_vec(&newer).unwrap(), "schema_version"),
+        ("run-m", serde_json::to_vec(&two).unwrap(), "exactly one boot"),
+    ] {
+        let (st, text) = put(r.addr(), id, bearer(), &body);
+        assert_eq!(st, 400, "{word}: {text}");
+        assert!(text.contains(word), "{word}: {text}");
+    }
+    // The run id header must agree with the URL.
+    let (st, text) = http(
+        r.addr(),
+        &format!(
+            "PUT /runs/run-m HTTP/1.1\nHost: x\nAuthorization: Bearer {TOKEN}\nX-Bootbench-Run-Id: run-n\nContent-Length: {}\n",
+            good.len()
+        ),
+        &good,
+    );
+    assert_eq!(st, 400, "{text}");
+    assert!(text.contains("run-n"), "{text}");
+    assert_eq!(rows(&db), 0);
+}
+
+#[test]
+fn oversized_bodies_get_413_and_the_receiver_keeps_serving() {
+    let dir = support::scratch();
+    let (r, db) = start(dir.path(), 2000);
+    let mut big = doc("run-big");
+    big.errors.push(loads::schema::RunError { location: "x".into(), message: "y".repeat(5000) });
+    let body = serde_json::to_vec(&big).unwrap();
+    let (st, text) = put(r.addr(), "run-big", bearer(), &body);
+    assert_eq!(st, 413, "{text}");
+    assert!(text.contains("2000") && text.contains("--max-bytes"), "{text}");
+    // Chunked, no Content-Length: refused while reading.
+    let mut chunked = Vec::new();
+    for c in body.chunks(700) {
+        chunked.extend_from_slice(format!("{:x}\r\n", c.len()).as_bytes());
+        chunked.extend_from_slice(c);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    let (st, text) = http(
+        r.addr(),
+        &format!("PUT /runs/run-big HTTP/1.1\nHost: x\nAuthorization: Bearer {TOKEN}\nTransfer-Encoding: chunked\n"),
+        &chunked,
+    );
+    assert_eq!(st, 413, "{text}");
+    // A huge declared length is refused at once, without waiting for it.
+    let t0 = std::time::Instant::now();
+    let (st, _) = http(
+        r.addr(),
+        &format!("PUT /runs/run-big HTTP/1.1\nHost: x\nAuthorization: Bearer {TOKEN}\nContent-Length: 1000000000000\n"),
+        b"{}",
+    );
+    assert_eq!(st, 413);
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    // Still alive, and a small run still goes in.
+    let small = serde_json::to_vec(&doc("run-small")).unwrap();
+    assert_eq!(put(r.addr(), "run-small", bearer(), &small).0, 201);
+    assert_eq!(rows(&db), 1);
+}
+
+#[test]
+fn other_content_under_a_stored_run_id_is_a_conflict() {
+    let dir = support::scratch();
+    let (r, db) = start(dir.path(), 1 << 20);
+    assert_eq!(put(r.addr(), "run-c", bearer(), &serde_json::to_vec(&doc("run-c")).unwrap()).0, 201);
+    let mut other = doc("run-c");
+    other.status = Status::Partial;
+    let (st, text) = put(r.addr(), "run-c", bearer(), &serde_json::to_vec(&other).unwrap());
+    assert_eq!(st, 409, "{text}");
+    assert!(text.contains("different content"), "{text}");
+    r.stop().unwrap();
+    match store::load_run(&db, "run-c").unwrap() {
+        StoredRun::Document(d) => assert_eq!(d.status, Status::Complete, "the first upload stays"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn concurrent_uploads_of_one_run_store_it_once() {
+    let dir = support::scratch();
+    let (r, db) = start(dir.path(), 1 << 20);
+    let addr = r.addr();
+    let body = serde_json::to_vec(&doc("run-x")).unwrap();
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let body = body.clone();
+            std::thread::spawn(move || put(addr, "run-x", bearer(), &body).0)
+        })
+        .collect();
+    let mut codes: Vec<u16> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    codes.sort();
+    assert_eq!(codes, [200, 200, 200, 200, 200, 200, 200, 201]);
+    assert_eq!(rows(&db), 1);
+}
+
+/// A results file with two boots: one with a document, one that hung.
+fn results_file(path: &Path) {
+    let mut f = ResultsFile::default();
+    f.boots.push(BootRecord { label: "base".into(), result: Some(doc("run-f")), ..Default::default() });
+    let mut hung = BootRecord { label: "base".into(), ..Default::default() };
+    hung.boot.classification = "hang".into();
+    f.boots.push(hung);
+    f.write(path).unwrap();
+}
+
+#[test]
+fn upload_cli_sends_each_boot_once_and_reports_refusals() {
+    let dir = support::scratch();
+    let (r, db) = start(dir.path(), 1 << 20);
+    let file = dir.path().join("r.json");
+    results_file(&file);
+    let url = format!("http://{}", r.addr());
+    let deadline = Duration::from_secs(120);
+    let run = support::run_bootbench(["upload", file.to_str().unwrap(), "--url", &url, "--token", TOKEN], deadline);
+    run.assert_success();
+    assert!(run.stdout.contains("run run-f: stored (HTTP 201)"), "{}", run.transcript());
+    assert!(run.stderr.contains("boot 2 (base): no guest document (hang"), "{}", run.transcript());
+    let again = support::run_bootbench(["upload", file.to_str().unwrap(), "--url", &url, "--token", TOKEN], deadline);
+    again.assert_success();
+    assert!(again.stdout.contains("already-stored (HTTP 200)"), "{}", again.transcript());
+    let wrong = support::run_bootbench(["upload", file.to_str().unwrap(), "--url", &url, "--token", "nope"], deadline);
+    assert_eq!(wrong.code(), Some(1), "{}", wrong.transcript());
+    assert!(wrong.stdout.contains("refused") && wrong.stdout.contains("wrong token"), "{}", wrong.transcript());
+    // The bare document from the file can go too, as its own kind.
+    let docfile = dir.path().join("doc.json");
+    std::fs::write(&docfile, serde_json::to_vec(&doc("run-f")).unwrap()).unwrap();
+    support::run_bootbench(["upload", docfile.to_str().unwrap(), "--url", &url, "--token", TOKEN], deadline)
+        .assert_success();
+    r.stop().unwrap();
+    let kinds: Vec<String> =
+        Store::open(&db).unwrap().summaries("run-f").unwrap().iter().map(|s| format!("{:?}", s.kind)).collect();
+    assert_eq!(kinds, ["Envelope", "Document"]);
+    match store::load_run(&db, "run-f").unwrap() {
+        StoredRun::Envelope(f) => assert_eq!(f.boots[0].label, "base"),
+        other => panic!("the envelope is preferred, got {other:?}"),
+    }
+    let e = support::run_bootbench(["upload", "/nonexistent.json", "--url", &url, "--token", TOKEN], deadline);
+    assert_eq!(e.code(), Some(1));
+    assert!(e.stderr.contains("/nonexistent.json"), "{}", e.transcript());
+}
+
+#[test]
+fn serve_cli_listens_and_refuses_bad_setups() {
+    let dir = support::scratch();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let db = dir.path().join("cli.db");
+    /// Kills the receiver even when an assertion fails first.
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = support::bootbench([
+        "serve",
+        "--db",
+        db.to_str().unwrap(),
+        "--token-file",
+        token_file.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ])
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let child = KillOnDrop(child);
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 256];
+    let addr: SocketAddr = loop {
+        let n = stderr.read(&mut buf).unwrap();
+        assert!(n > 0, "serve exited early: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&seen);
+        // The address is complete once the text after it has arrived.
+        if let Some((a, _)) = text.split("listening on http://").nth(1).and_then(|r| r.split_once(' ')) {
+            break a.parse().unwrap_or_else(|e| panic!("bad address '{a}' in {text}: {e}"));
+        }
+    };
+    let (st, _) = put(addr, "run-s", bearer(), &serde_json::to_vec(&doc("run-s")).unwrap());
+    drop(child);
+    assert_eq!(st, 201);
+    assert!(store::load_run(&db, "run-s").is_ok());
+
+    let d = Duration::from_secs(60);
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = holder.local_addr().unwrap().to_string();
+    let busy = support::run_bootbench(["serve", "--db", db.to_str().unwrap(), "--token", "t", "--listen", &taken], d);
+    assert_eq!(busy.code(), Some(1), "{}", busy.transcript());
+    assert!(busy.stderr.contains(&format!("cannot listen on {taken}")), "{}", busy.transcript());
+    let empty = support::run_bootbench(["serve", "--db", db.to_str().unwrap(), "--token", ""], d);
+    assert_eq!(empty.code(), Some(1));
+    assert!(empty.stderr.contains("token"), "{}", empty.transcript());
+}
