@@ -41,6 +41,13 @@ pub trait Replayer {
     type Error: std::error::Error;
     /// Carries out one line (`Sleep` and timestamps are the driver's).
     fn execute(&mut self, line: &Line) -> Result<(), Self::Error>;
+    /// Whether `op` does any work in this replayer. Operations that do none
+    /// (tbench sends nothing for Mkdir) are skipped: neither timed nor
+    /// counted, so they cannot dilute the latency table or the operation
+    /// rate.
+    fn carries_out(&self, _op: &Op) -> bool {
+        true
+    }
     /// Called before each pass over the loadfile.
     fn new_pass(&mut self) {}
     /// Counters for the iteration's detail.
@@ -239,7 +246,7 @@ fn replay<R: Replayer>(r: &mut R, id: u32, lf: &Loadfile, start: u64, phases: Ph
                 let until = now.saturating_add(micros.saturating_mul(1000)).min(end);
                 std::thread::sleep(Duration::from_nanos(until.saturating_sub(now)));
                 now = now_ns();
-            } else {
+            } else if r.carries_out(&line.op) {
                 let t0 = now;
                 if let Err(e) = r.execute(line) {
                     rep.error = Some(error_chain(&e));
@@ -514,6 +521,22 @@ mod tests {
         fail_at: Option<u32>,
     }
 
+    /// Carries out every line but Close, as tbench carries out no Mkdir.
+    struct NoClose;
+
+    impl Replayer for NoClose {
+        type Error = FakeError;
+        fn execute(&mut self, line: &Line) -> Result<(), FakeError> {
+            match line.op.kind() {
+                OpKind::Close => Err(FakeError(line.number)),
+                _ => Ok(()),
+            }
+        }
+        fn carries_out(&self, op: &Op) -> bool {
+            op.kind() != OpKind::Close
+        }
+    }
+
     #[derive(Debug, thiserror::Error)]
     #[error("line {0}: fake failure")]
     struct FakeError(u32);
@@ -552,6 +575,18 @@ mod tests {
         assert!(ops[OpKind::ReadX.index()].avg_ms() >= 0.2, "{:?}", ops[OpKind::ReadX.index()]);
         assert_eq!(out.bytes() % 500, 0);
         assert!(out.bytes() > 0);
+    }
+
+    #[test]
+    fn operations_a_replayer_does_not_carry_out_are_neither_run_nor_counted() {
+        let phases = Phases { warmup: Duration::ZERO, measure: Duration::from_millis(100) };
+        let out = run_clients(1, phases, &lf(), |_| Ok::<_, FakeError>(NoClose)).unwrap();
+        let ops = out.ops();
+        assert!(ops[OpKind::ReadX.index()].count > 0);
+        assert_eq!(ops[OpKind::Close.index()].count, 0);
+        let c = &out.clients[0];
+        assert_eq!(c.error, None);
+        assert_eq!(c.lines, ops[OpKind::ReadX.index()].count + ops[OpKind::WriteX.index()].count);
     }
 
     #[test]

@@ -276,6 +276,10 @@ impl super::client_driver::Replayer for WireClient {
     fn execute(&mut self, line: &Line) -> Result<(), WireError> {
         WireClient::execute(self, line)
     }
+
+    fn carries_out(&self, op: &Op) -> bool {
+        exchange_sizes(op, &self.name).is_some()
+    }
 }
 
 /// The server process's work, as `tbench_srv` does it: accepts
