@@ -375,6 +375,7 @@ impl QemuCommand {
             Accel::Icount { shift } => {
                 a.pair("-accel", "tcg");
                 a.pair("-icount", format!("shift={shift},sleep=off"));
+                a.pair("-seed", crate::accel::ICOUNT_QEMU_SEED.to_string());
             }
         }
         if let Some(cpu) = &self.cpu {
@@ -521,6 +522,7 @@ mod tests {
         cmd.accel(Accel::Icount { shift: 3 });
         let a = strings(&cmd);
         assert!(a.windows(4).any(|w| w == ["-accel", "tcg", "-icount", "shift=3,sleep=off"]), "{a:?}");
+        assert!(a.windows(2).any(|w| w == ["-seed", "1"]), "icount boots draw fixed random numbers: {a:?}");
     }
 
     #[test]

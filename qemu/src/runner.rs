@@ -212,6 +212,17 @@ impl BootSpec {
             cmd.cpu(cpu)?;
         }
         let mut cmdline = self.cmdline.clone();
+        if matches!(self.accel, Accel::Icount { .. }) {
+            for (key, value) in crate::accel::ICOUNT_DERANDOMISE {
+                if cmdline.contains(key) {
+                    continue;
+                }
+                match value {
+                    Some(v) => cmdline.push(key, v)?,
+                    None => cmdline.push_flag(key)?,
+                };
+            }
+        }
         if let Some(port) = &self.results_port {
             cmd.results_port(RESULTS_PORT_NAME, port)?;
             if cmdline.value(PORT_CMDLINE_KEY) != Some(RESULTS_PORT_NAME) {
@@ -800,6 +811,24 @@ mod tests {
             "QEMU binary 'qemu-system-does-not-exist' not found; run scripts/setup to install QEMU"
         );
         assert!(matches!(qemu_version(Path::new("qemu-system-does-not-exist")), Err(RunnerError::QemuNotFound { .. })));
+    }
+
+    #[test]
+    fn icount_boots_are_derandomised_unless_the_cmdline_says_otherwise() {
+        let fake = Fake::new("");
+        let mut spec = fake.spec();
+        let appended = |spec: &BootSpec| {
+            let argv = spec.qemu_command().unwrap().argv();
+            let i = argv.iter().position(|a| a == "-append").unwrap();
+            argv[i + 1].to_string_lossy().into_owned()
+        };
+        spec.accel = Accel::Tcg;
+        assert_eq!(appended(&spec), "console=ttyS0 panic=-1", "real-clock boots keep their randomisation");
+        spec.accel = Accel::Icount { shift: 0 };
+        assert_eq!(appended(&spec), "console=ttyS0 panic=-1 nokaslr norandmaps randomize_kstack_offset=off");
+        // The user's own choice of a key stands, and is not duplicated.
+        spec.cmdline.push("randomize_kstack_offset", "on").unwrap();
+        assert_eq!(appended(&spec), "console=ttyS0 panic=-1 randomize_kstack_offset=on nokaslr norandmaps");
     }
 
     #[test]
