@@ -5,6 +5,7 @@
 
 mod support;
 
+use bootbench::stats::SampleSummary;
 use std::time::Duration;
 use support::*;
 
@@ -43,12 +44,10 @@ fn icount_boots_are_derandomised_and_repeat_across_boots() {
         let fork = doc.workloads.iter().find(|w| w.name == "fork").expect("no fork result");
         let values: Vec<f64> = fork.iterations.iter().map(|i| i.metrics["fork_rate"].value).collect();
         assert_eq!(values.len(), 2, "{values:?}");
-        means.push(values.iter().sum::<f64>() / values.len() as f64);
+        means.push(SampleSummary::of(&values).expect("two values").mean);
     }
-    let n = means.len() as f64;
-    let mean = means.iter().sum::<f64>() / n;
-    let sd = (means.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
-    let cv_pct = sd / mean * 100.0;
+    let across = SampleSummary::of(&means).expect("one mean per boot");
+    let cv_pct = across.std_dev() / across.mean * 100.0;
     eprintln!("icount fork_rate per-boot means {means:?}: across-boot CV {cv_pct:.4}%");
     assert!(cv_pct < MAX_ACROSS_BOOT_CV_PCT, "across-boot CV {cv_pct:.4}% (means {means:?})");
 }

@@ -829,6 +829,13 @@ mod tests {
         // The user's own choice of a key stands, and is not duplicated.
         spec.cmdline.push("randomize_kstack_offset", "on").unwrap();
         assert_eq!(appended(&spec), "console=ttyS0 panic=-1 randomize_kstack_offset=on nokaslr norandmaps");
+        // No room left for the words: a clear error naming the word, no boot.
+        spec.cmdline = KernelCmdline::new("console=ttyS0 panic=-1".len() + 1).unwrap();
+        spec.cmdline.extend_raw("console=ttyS0 panic=-1").unwrap();
+        match spec.qemu_command() {
+            Err(RunnerError::Cmdline(CmdlineError::TooLong { word, .. })) => assert_eq!(word, "nokaslr"),
+            other => panic!("expected a too-long cmdline, got {other:?}"),
+        }
     }
 
     #[test]
