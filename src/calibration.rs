@@ -3,13 +3,15 @@
 //! compares two kernels. Since both halves are the same kernel, every
 //! "better" or "worse" is a false positive; their rate checks the whole
 //! method (boot-to-boot drift, non-normal noise, dependence) on this
-//! machine. Also reports the spread within and between boots, the smallest
-//! change a given number of boots can detect, and the boots a threshold
-//! needs. Owns the analysis; booting is `crate::calibrate_cmd`'s.
+//! machine. Also reports the spread within and between boots, how much of
+//! the spread within a boot is a reproducible drift over the iterations,
+//! the smallest change a given number of boots can detect, and the boots a
+//! threshold needs. Owns the analysis; booting is `crate::calibrate_cmd`'s.
 
 use crate::compare::samples::{self, MetricKey, SampleError};
 use crate::compare::{test_metric, verdict, Method, Settings, Verdict};
 use crate::results_file::BootRecord;
+use crate::stats::drift::{iteration_drift, IterationDrift};
 use crate::stats::multiple_testing::adjust;
 use crate::stats::power::{self, BootsNeeded, PowerError};
 use crate::stats::proportion::{clopper_pearson, RateInterval};
@@ -24,6 +26,8 @@ use serde::Serialize;
 pub const MIN_BOOTS: usize = 20;
 /// Power asked of the detectable change.
 pub const POWER: f64 = 0.8;
+/// Significance at which the render calls an iteration drift real.
+pub const DRIFT_ALPHA: f64 = 0.01;
 
 /// Errors of a calibration.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +71,10 @@ pub struct MetricCalibration {
     pub cv_within_boot_pct: f64,
     /// Spread of the per-boot means, in % of the mean.
     pub cv_between_boots_pct: f64,
+    /// The within-boot spread split into a trend over iteration positions
+    /// (the same in every boot) and the noise left; `None` when some boot
+    /// has a single iteration.
+    pub drift: Option<IterationDrift>,
     /// Standard deviation of the logs of per-boot means (the power model's
     /// input); NaN for metrics with values ≤ 0.
     pub sd_log: f64,
@@ -182,6 +190,10 @@ pub fn analyse(
             let s = SampleSummary::of(&b.iterations)?;
             (s.n >= 2 && s.mean != 0.0).then(|| 100.0 * s.std_dev() / s.mean.abs())
         }));
+        let per_boot: Vec<&[f64]> = series.boots.iter().map(|b| b.iterations.as_slice()).collect();
+        // Samples are finite and there are ≥ MIN_BOOTS boots, so the only
+        // way this fails is a boot with one iteration: no drift to speak of.
+        let drift = iteration_drift(&per_boot).ok();
         let positive = means[i].iter().all(|v| *v > 0.0);
         let sd_log = if positive {
             SampleSummary::of(&means[i].iter().map(|v| v.ln()).collect::<Vec<_>>()).map_or(f64::NAN, |s| s.std_dev())
@@ -209,6 +221,7 @@ pub fn analyse(
             mean,
             cv_within_boot_pct: within,
             cv_between_boots_pct: 100.0 * summary.std_dev() / mean.abs(),
+            drift,
             sd_log,
             false_change: rate(false_change[i]),
             excludes_zero: rate(excludes_zero[i]),
@@ -258,10 +271,12 @@ pub fn render(c: &Calibration, what: &str) -> String {
     );
     let _ = writeln!(
         out,
-        "\n{:<28} {:>16} {:>9} {:>9}  {:<30} {:<30} {:>11} {:>9}",
+        "\n{:<28} {:>16} {:>9} {:>9} {:>10} {:>9}  {:<30} {:<30} {:>11} {:>9}",
         "Metric",
         "Mean",
         "CV boot",
+        "Resid",
+        "Drift",
         "CV boots",
         format!("False change at ±{}%", s.threshold_pct),
         "Interval excludes 0",
@@ -274,12 +289,21 @@ pub fn render(c: &Calibration, what: &str) -> String {
             Some(BootsNeeded::MoreThanMax) => format!(">{}", power::MAX_BOOTS),
             None => "-".into(),
         };
+        let (resid, drift) = match &m.drift {
+            Some(d) => (
+                format!("{:.2}%", d.residual_cv_pct()),
+                format!("{:+.2}%{}", d.drift_pct(), if d.p_value < DRIFT_ALPHA { "*" } else { " " }),
+            ),
+            None => ("-".into(), "- ".into()),
+        };
         let _ = writeln!(
             out,
-            "{:<28} {:>16} {:>8.2}% {:>8.2}%  {:<30} {:<30} {:>10} {:>9}",
+            "{:<28} {:>16} {:>8.2}% {:>9} {:>10} {:>8.2}%  {:<30} {:<30} {:>10} {:>9}",
             format!("{} {} {}", m.key.workload.name, m.key.metric, arrow(m.better)),
             format!("{} {}", fmt_value(m.mean), m.unit),
             m.cv_within_boot_pct,
+            resid,
+            drift,
             m.cv_between_boots_pct,
             fmt_rate(&m.false_change),
             fmt_rate(&m.excludes_zero),
@@ -287,10 +311,22 @@ pub fn render(c: &Calibration, what: &str) -> String {
             need
         );
     }
-    let _ = writeln!(out, "{:<28} {:>16} {:>9} {:>9}  {}", "any metric", "", "", "", fmt_rate(&c.any_false_change));
     let _ = writeln!(
         out,
-        "\nCV boot: spread of iterations within a boot; CV boots: spread of per-boot means (the noise a comparison sees).\n\
+        "{:<28} {:>16} {:>9} {:>9} {:>10} {:>9}  {}",
+        "any metric",
+        "",
+        "",
+        "",
+        "",
+        "",
+        fmt_rate(&c.any_false_change)
+    );
+    let _ = writeln!(
+        out,
+        "\nCV boot: spread of iterations within a boot; Resid: what is left of it once the trend over iteration positions \
+         (the same in every boot) is taken out; Drift: that trend, from the first iteration to the last, * where an F test \
+         finds it at p < {DRIFT_ALPHA}; CV boots: spread of per-boot means (the noise a comparison sees).\n\
          False change: the split's verdict was 'better' or 'worse' although both halves are the same kernel; \
          interval excludes 0: the corrected test rejected. Rates carry 95% Clopper-Pearson intervals over splits; \
          the splits reuse the same {} boots, so those intervals show split-to-split variation, not the uncertainty of the boots themselves.\n\
@@ -302,6 +338,29 @@ pub fn render(c: &Calibration, what: &str) -> String {
         100.0 * POWER,
         s.threshold_pct
     );
+    let drifting: Vec<String> = c
+        .metrics
+        .iter()
+        .filter_map(|m| {
+            let d = m.drift.as_ref().filter(|d| d.p_value < DRIFT_ALPHA)?;
+            Some(format!(
+                "{} {} ({:+.2}% from iteration 1 to {}, noise {:.2}%)",
+                m.key.workload.name,
+                m.key.metric,
+                d.drift_pct(),
+                d.positions,
+                d.residual_cv_pct()
+            ))
+        })
+        .collect();
+    if !drifting.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nIterations drift within every boot alike for: {}.\n\
+             A boot's mean then depends on which iterations it covers: compare kernels run with the same --iterations and --warmup.",
+            drifting.join("; ")
+        );
+    }
     out
 }
 
@@ -368,6 +427,34 @@ mod tests {
         let rate = c.metrics.iter().find(|m| m.key.metric == "fork_rate").unwrap();
         assert!(rate.cv_between_boots_pct > 4.0, "{rate:?}");
         assert!(rate.min_detectable_pct.unwrap() > 4.0);
+    }
+
+    #[test]
+    fn a_drift_over_iterations_is_told_apart_from_noise() {
+        // Every boot's iterations fall by 1% per position, as fork's do
+        // under icount: the within-boot CV is mostly that trend.
+        let mut boots = aa_boots(20, 5);
+        for b in &mut boots {
+            for (j, it) in b.result.as_mut().unwrap().workloads[0].iterations.iter_mut().enumerate() {
+                it.metrics.get_mut("fork_rate").unwrap().value *= 1.0 - 0.01 * j as f64;
+            }
+        }
+        let c = analyse(&boots, Settings::default(), 50, 1, 10, None, false).unwrap();
+        let rate = c.metrics.iter().find(|m| m.key.metric == "fork_rate").unwrap();
+        let d = rate.drift.as_ref().unwrap();
+        assert_eq!((d.boots, d.positions), (20, 3));
+        assert!((d.drift_pct() + 2.0).abs() < 0.1, "{d:?}");
+        assert!(d.p_value < 1e-6, "{d:?}");
+        // The noise left is the ±0.2% uniform jitter's (sd ≈ 0.115%).
+        assert!(d.residual_cv_pct() < 0.2 && rate.cv_within_boot_pct > 0.8, "{rate:?}");
+        let text = render(&c, "test kernel");
+        assert!(text.contains("Iterations drift within every boot alike for: fork fork_rate (-2.0"), "{text}");
+        assert!(text.contains("from iteration 1 to 3") && text.contains("same --iterations and --warmup"), "{text}");
+        // Without the trend no drift is reported.
+        let flat = analyse(&aa_boots(20, 5), Settings::default(), 50, 1, 10, None, false).unwrap();
+        let fr = flat.metrics.iter().find(|m| m.key.metric == "fork_rate").unwrap();
+        assert!(fr.drift.as_ref().unwrap().p_value > DRIFT_ALPHA, "{fr:?}");
+        assert!(!render(&flat, "k").contains("Iterations drift"));
     }
 
     #[test]

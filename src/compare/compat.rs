@@ -122,15 +122,43 @@ fn environment(b: &BootRecord) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// Each workload's warmup and measured iteration counts, e.g.
+/// `fork 1+3, dbench 0+3`.
+fn iteration_counts(b: &BootRecord) -> Vec<(&'static str, String)> {
+    let parts: Vec<String> = b
+        .result
+        .iter()
+        .flat_map(|d| &d.workloads)
+        .map(|w| format!("{} {}+{}", w.name, w.warmup, w.iterations.len()))
+        .collect();
+    vec![("warmup+measured iterations", parts.join(", "))]
+}
+
 /// Warnings for every aspect of the machine that differs across the boots
 /// of all groups (`groups` are (name, boots) pairs). Empty values (boots
 /// without a guest document) are ignored.
 pub fn environment_warnings(groups: &[(&str, &[BootRecord])]) -> Vec<String> {
+    differences(groups, environment)
+}
+
+/// A warning when the boots' warmup or measured iteration counts differ.
+/// Iterations can drift within a boot (page cache, slab and PID state grow
+/// as it goes on), so a boot's mean, the sample of a comparison, depends on
+/// which iterations it covers.
+pub fn iteration_count_warnings(groups: &[(&str, &[BootRecord])]) -> Vec<String> {
+    differences(groups, iteration_counts)
+}
+
+/// A line per aspect (from `aspects`) whose value differs across boots.
+fn differences(
+    groups: &[(&str, &[BootRecord])],
+    aspects: fn(&BootRecord) -> Vec<(&'static str, String)>,
+) -> Vec<String> {
     let mut seen: BTreeMap<&'static str, BTreeMap<String, BTreeSet<&str>>> = BTreeMap::new();
     let mut order: Vec<&'static str> = Vec::new();
     for (name, boots) in groups {
         for b in *boots {
-            for (aspect, value) in environment(b) {
+            for (aspect, value) in aspects(b) {
                 if value.is_empty() {
                     continue;
                 }

@@ -448,7 +448,8 @@ pub fn compare(
         })?;
     }
     let env: Vec<(&str, &[BootRecord])> = all.iter().map(|g| (g.name.as_str(), g.boots.as_slice())).collect();
-    let warnings = compat::environment_warnings(&env);
+    let mut warnings = compat::environment_warnings(&env);
+    warnings.extend(compat::iteration_count_warnings(&env));
 
     let kernels = all
         .iter()

@@ -208,6 +208,28 @@ fn machine_differences_are_warnings() {
 }
 
 #[test]
+fn different_iteration_counts_are_a_warning() {
+    let a = fork_boots(0, "a", "aaaa", &[&[100.0, 99.0], &[101.0, 100.0]]);
+    let mut b = fork_boots(2, "b", "bbbb", &[&[100.0, 99.0, 98.0], &[101.0, 100.0, 99.0]]);
+    for boot in &mut b {
+        boot.result.as_mut().unwrap().workloads[0].warmup = 2;
+    }
+    let r = compare(&group("a", a.clone()), &[group("b", b)], Settings::default(), None, false).unwrap();
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    assert!(
+        r.warnings[0].contains("warmup+measured iterations differs: fork 1+2 (a) vs fork 2+3 (b)"),
+        "{:?}",
+        r.warnings
+    );
+    // The same counts: no warning.
+    let same = fork_boots(2, "b", "bbbb", &[&[100.0, 99.0], &[101.0, 100.0]]);
+    assert!(compare(&group("a", a), &[group("b", same)], Settings::default(), None, false)
+        .unwrap()
+        .warnings
+        .is_empty());
+}
+
+#[test]
 fn non_positive_values_fall_back_to_fieller() {
     let a = fork_boots(0, "a", "aaaa", &[&[100.0], &[101.0], &[99.0]]);
     let mut b = fork_boots(3, "b", "bbbb", &[&[100.0], &[101.0], &[99.0]]);
