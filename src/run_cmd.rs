@@ -12,8 +12,9 @@ use crate::results_file::{
 use crate::summary_table;
 use anyhow::{bail, Context};
 use image::Compression;
+use loads::console_protocol::{ALIVE_CMDLINE_KEY, ICOUNT_ALIVE_INTERVAL_S};
 use loads::schema::RunDocument;
-use qemu::accel::{choose, AccelRequest};
+use qemu::accel::{choose, Accel, AccelRequest};
 use qemu::{Arch, BootSpec, Clock, Timeouts};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -555,6 +556,9 @@ pub fn run_boots(args: &RunArgs) -> anyhow::Result<ResultsFile> {
                 if !variant.words.is_empty() {
                     spec.cmdline.extend_raw(&variant.words)?;
                 }
+                if icount_needs_alive_key(choice.accel, &spec.cmdline) {
+                    spec.cmdline.push(ALIVE_CMDLINE_KEY, &ICOUNT_ALIVE_INTERVAL_S.to_string())?;
+                }
                 if img.port {
                     spec.results_port = Some(port_file.clone());
                 }
@@ -614,6 +618,14 @@ pub fn run_boots(args: &RunArgs) -> anyhow::Result<ResultsFile> {
 
 /// Decodes each channel on its own, so the envelope says which one
 /// delivered the stream (the runner merges them into one verdict).
+/// Whether an icount boot's cmdline needs the shorter `alive` interval:
+/// under icount, guest seconds pass several times slower than the host's,
+/// and the default interval would outlast the host's silence timeout. A
+/// value the user set wins.
+fn icount_needs_alive_key(accel: Accel, cmdline: &qemu::KernelCmdline) -> bool {
+    matches!(accel, Accel::Icount { .. }) && !cmdline.contains(ALIVE_CMDLINE_KEY)
+}
+
 fn channel_reports(console_log: &str, port_file: Option<&Path>) -> Vec<ChannelReport> {
     let report = |name: &str, text: &str| {
         let mut d = loads::console_protocol::Decoder::new();
@@ -769,6 +781,16 @@ mod tests {
             let e = format!("{:#}", v(&bad).unwrap_err());
             assert!(e.contains(says), "{bad:?}: {e}");
         }
+    }
+
+    #[test]
+    fn icount_boots_ask_for_frequent_alive_events_unless_told_otherwise() {
+        let mut c = qemu::KernelCmdline::new(2048).unwrap();
+        c.push("console", "ttyS0").unwrap();
+        assert!(icount_needs_alive_key(Accel::Icount { shift: 0 }, &c));
+        assert!(!icount_needs_alive_key(Accel::Tcg, &c), "real-clock boots keep the 60 s default");
+        c.extend_raw("bootbench.alive=30").unwrap();
+        assert!(!icount_needs_alive_key(Accel::Icount { shift: 3 }, &c), "the user's value wins");
     }
 
     #[test]

@@ -37,7 +37,9 @@ fn icount_boots_are_derandomised_and_repeat_across_boots() {
     for boot in &file.boots {
         assert_eq!(boot.boot.classification, "ok", "{:?}", boot.boot.detail);
         assert!(boot.qemu.argv.windows(2).any(|w| w == ["-seed", "1"]), "no fixed seed: {:?}", boot.qemu.argv);
-        for word in ["nokaslr", "norandmaps", "randomize_kstack_offset=off"] {
+        // ... and `alive` events every 2 guest seconds, which keep a long
+        // icount workload inside the host's silence timeout.
+        for word in ["nokaslr", "norandmaps", "randomize_kstack_offset=off", "bootbench.alive=2"] {
             assert!(boot.cmdline.split_whitespace().any(|w| w == word), "'{word}' missing: {}", boot.cmdline);
         }
         let doc = boot.result.as_ref().expect("no guest document");
