@@ -40,6 +40,9 @@ pub const ALIVE_INTERVAL_S: u64 = 60;
 /// Debian amd64 kernel, so 60 guest seconds outlast the host's 300 s
 /// silence timeout; 2 guest seconds leave room for a host 10 times slower.
 pub const ICOUNT_ALIVE_INTERVAL_S: u64 = 2;
+/// The shortest `alive` interval the init accepts: the icount one. Shorter
+/// would mostly fill the console.
+pub const MIN_ALIVE_INTERVAL_S: u64 = ICOUNT_ALIVE_INTERVAL_S;
 /// Kernel cmdline key that sets the seconds between `alive` events.
 pub const ALIVE_CMDLINE_KEY: &str = "bootbench.alive";
 /// Event name the init prints just before powering off.

@@ -306,7 +306,7 @@ pub struct CmdlineConfig {
     /// `bootbench.upload_timeout=SECONDS` (1..=600): time allowed for one
     /// request.
     pub upload_timeout_s: Option<u64>,
-    /// `bootbench.alive=SECONDS` (5..=3600): seconds between the `alive`
+    /// `bootbench.alive=SECONDS` (2..=3600): seconds between the `alive`
     /// events printed while a workload runs (default
     /// [`crate::console_protocol::ALIVE_INTERVAL_S`]); keep it under the
     /// host's silence timeout.
@@ -601,7 +601,7 @@ impl CmdlineConfig {
                     cfg.iosched = Some(value.to_string());
                 }
                 "alive" => {
-                    let n = parse_num(&full, value, 5u64)?;
+                    let n = parse_num(&full, value, crate::console_protocol::MIN_ALIVE_INTERVAL_S)?;
                     if n > 3600 {
                         return Err(bad(&full, value, "at most 3600 seconds"));
                     }
@@ -884,7 +884,8 @@ mod tests {
         assert_eq!(cfg.swap.as_deref(), Some("/dev/vdb"));
         assert_eq!(cfg.iosched.as_deref(), Some("mq-deadline"));
         assert_eq!(CmdlineConfig::parse("bootbench.alive=10").unwrap().alive_s, Some(10));
-        for bad_alive in ["bootbench.alive=4", "bootbench.alive=3601", "bootbench.alive=1m"] {
+        assert_eq!(CmdlineConfig::parse("bootbench.alive=2").unwrap().alive_s, Some(2));
+        for bad_alive in ["bootbench.alive=1", "bootbench.alive=3601", "bootbench.alive=1m"] {
             let e = CmdlineConfig::parse(bad_alive).unwrap_err().to_string();
             assert!(e.contains("bootbench.alive"), "{e}");
         }
