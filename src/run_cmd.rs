@@ -616,8 +616,6 @@ pub fn run_boots(args: &RunArgs) -> anyhow::Result<ResultsFile> {
     Ok(file)
 }
 
-/// Decodes each channel on its own, so the envelope says which one
-/// delivered the stream (the runner merges them into one verdict).
 /// Whether an icount boot's cmdline needs the shorter `alive` interval:
 /// under icount, guest seconds pass several times slower than the host's,
 /// and the default interval would outlast the host's silence timeout. A
@@ -626,6 +624,8 @@ fn icount_needs_alive_key(accel: Accel, cmdline: &qemu::KernelCmdline) -> bool {
     matches!(accel, Accel::Icount { .. }) && !cmdline.contains(ALIVE_CMDLINE_KEY)
 }
 
+/// Decodes each channel on its own, so the envelope says which one
+/// delivered the stream (the runner merges them into one verdict).
 fn channel_reports(console_log: &str, port_file: Option<&Path>) -> Vec<ChannelReport> {
     let report = |name: &str, text: &str| {
         let mut d = loads::console_protocol::Decoder::new();
