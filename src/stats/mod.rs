@@ -1,8 +1,9 @@
 //! Statistics for comparing kernels: Welch's t-test, ratio intervals (on
 //! logs, or Fieller's), multiple-testing corrections, intervals for a rate,
-//! power, and the drift of iterations within a boot. Pure numerics over slices of numbers: nothing here knows about
-//! results files, kernels or output formats, and nothing here panics on
-//! data (bad input is an error value).
+//! power, and the drift of iterations within a boot. Pure numerics over
+//! slices of numbers: nothing here knows about results files, kernels or
+//! output formats, and nothing here panics on data (bad input is an error
+//! value).
 //!
 //! Reference values in the tests were computed independently with SciPy
 //! (statsmodels for the drift's ANOVA); each test cites the command used.
