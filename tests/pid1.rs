@@ -1,7 +1,10 @@
 //! End-to-end checks of the PID-1 rules in a real boot: children start
 //! clean, the watchdog bounds a workload that runs too long, and a workload
 //! that runs longer than the host's silence timeout survives on PID 1's
-//! `alive` events.
+//! `alive` events. The quick-suite boot also pins the shape of the results
+//! file (schema and keys; see `support::json_shape`).
+
+mod support;
 
 use bootbench::results_file::ResultsFile;
 use std::path::Path;
@@ -26,6 +29,24 @@ fn first_boot(out: &Path, output: &std::process::Output) -> bootbench::results_f
     file.boots.into_iter().next().expect("no boot recorded")
 }
 
+/// Objects of a results file whose keys are data, not schema: counters
+/// listed only when they changed, the CPU's vulnerability files, and the
+/// nbench operations a run happened to reach.
+const DATA_KEYED: &[&str] = &[
+    "boots[].result.provenance.mitigations",
+    "boots[].result.workloads[].iterations[].system.vmstat",
+    "boots[].result.workloads[].iterations[].system.interrupts",
+    "boots[].result.workloads[].iterations[].system.softirqs",
+    "boots[].result.workloads[].iterations[].detail.ops",
+];
+
+/// The shape (key paths and JSON types) of the results file at `path`.
+fn results_shape(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let value: serde_json::Value = serde_json::from_str(&text).expect("the results file is JSON");
+    support::json_shape::json_shape(&value, DATA_KEYED)
+}
+
 #[test]
 #[ignore = "boots real kernels under QEMU: run scripts/test"]
 fn workload_children_start_clean_and_pid1_stays_quiet() {
@@ -47,6 +68,9 @@ fn workload_children_start_clean_and_pid1_stays_quiet() {
         // PID 1 sleeps in one blocking poll while a workload runs.
         assert!(quiet.pid1_voluntary_switches <= 2, "{name}: PID 1 woke {} times", quiet.pid1_voluntary_switches);
     }
+    // The schema and keys of a quick run's results file, every workload's
+    // included: a change is a change of what users parse.
+    insta::assert_snapshot!("quick_run_results_shape", results_shape(&out));
 }
 
 #[test]
