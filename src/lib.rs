@@ -1,30 +1,20 @@
 //! The host side of bootbench, as a library: the `bootbench` binary is a
-//! thin CLI over these modules, and the end-to-end tests in `tests/` use
-//! them directly.
+//! thin CLI ([`cli`]) over these modules, and the end-to-end tests in
+//! `tests/` use them directly. ARCHITECTURE.md at the repository root maps
+//! them and says which way they may depend.
 
 pub mod bisect;
-pub mod bisect_cmd;
-pub mod boot_order;
-pub mod calibrate_cmd;
+pub mod boot;
 pub mod calibration;
+pub mod cli;
 pub mod compare;
-pub mod compare_cmd;
-pub mod contest_cmd;
-pub mod contest_report;
-pub mod image_cmd;
-pub mod init_build;
+pub mod group_inputs;
 pub mod kernel;
-pub mod kernel_cmd;
-pub mod local_cmd;
-pub mod nbench_compat_cmd;
-pub mod overhead_cmd;
-pub mod results_file;
-pub mod run_cmd;
-pub mod run_receiver;
-pub mod schema_migration;
-pub mod scratch_disk;
-pub mod serve_cmd;
+pub mod local;
+pub mod nbench_compat;
+pub mod overhead;
+pub mod report;
+pub mod results;
+pub mod service;
 pub mod stats;
-pub mod store;
-pub mod summary_table;
-pub mod upload_cmd;
+pub mod suite_choice;

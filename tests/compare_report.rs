@@ -6,7 +6,7 @@
 
 mod support;
 
-use bootbench::results_file::{BootInfo, BootRecord, InitramfsRef, KernelRef, MachineShape, ResultsFile};
+use bootbench::results::{BootInfo, BootRecord, InitramfsRef, KernelRef, MachineShape, ResultsFile};
 use loads::schema::{Iteration, Metric, Provenance, RunDocument, Status, WorkloadResult, SCHEMA_VERSION};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

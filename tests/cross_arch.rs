@@ -11,7 +11,7 @@
 
 mod support;
 
-use bootbench::image_cmd::{self, ImageSpec};
+use bootbench::boot::image::{self as boot_image, ImageSpec};
 use bootbench::kernel::{self, build, check, DebianArch};
 use image::Compression;
 use loads::schema::Status;
@@ -184,12 +184,12 @@ fn image_packs_the_static_init_built_for_each_arch() {
             init: None,
             compression: Compression::Gzip,
         };
-        let built = image_cmd::build(&spec, &out).unwrap_or_else(|e| panic!("{}: {e:#}", want.arch));
+        let built = boot_image::build(&spec, &out).unwrap_or_else(|e| panic!("{}: {e:#}", want.arch));
         assert_eq!(packed_init_kind(&built.path), want.init, "{}", want.arch);
         // The cargo build is cached: its binary is what was packed, and static.
-        let bin = bootbench::init_build::build(want.arch.profile().init_target)
+        let bin = bootbench::boot::init_build::build(want.arch.profile().init_target)
             .unwrap_or_else(|e| panic!("{}: {e:#}", want.arch));
-        bootbench::init_build::check_static(&bin).unwrap_or_else(|e| panic!("{}: {e:#}", want.arch));
+        bootbench::boot::init_build::check_static(&bin).unwrap_or_else(|e| panic!("{}: {e:#}", want.arch));
         assert_eq!(std::fs::metadata(&bin).map(|m| m.len()).ok(), Some(built.init_bytes), "{}", want.arch);
     }
 }

@@ -3,7 +3,7 @@
 //! /init with no loader and no libraries in the initramfs. Needs cargo (it
 //! builds the init), nothing else.
 
-use bootbench::init_build::{self, InitBuildError};
+use bootbench::boot::init_build::{self, InitBuildError};
 use object::{Architecture, Object};
 
 #[test]

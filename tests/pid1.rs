@@ -6,7 +6,7 @@
 
 mod support;
 
-use bootbench::results_file::ResultsFile;
+use bootbench::results::ResultsFile;
 use std::path::Path;
 use std::process::Command;
 
@@ -19,7 +19,7 @@ fn run_boot(out: &Path, workloads: &str, append: &str) -> std::process::Output {
         .expect("cannot run bootbench")
 }
 
-fn first_boot(out: &Path, output: &std::process::Output) -> bootbench::results_file::BootRecord {
+fn first_boot(out: &Path, output: &std::process::Output) -> bootbench::results::BootRecord {
     let file = ResultsFile::read(out).unwrap_or_else(|e| {
         panic!(
             "no results file ({e:#}); bootbench said:\n{}\n(missing QEMU or kernel? run scripts/test)",

@@ -4,9 +4,9 @@
 
 mod support;
 
-use bootbench::results_file::{BootRecord, ResultsFile};
-use bootbench::serve_cmd::{Receiver, ServeConfig};
-use bootbench::store::{self, Store, StoredRun};
+use bootbench::results::{BootRecord, ResultsFile};
+use bootbench::service::receiver::{Receiver, ServeConfig};
+use bootbench::service::store::{self, Store, StoredRun};
 use loads::schema::{Provenance, RunDocument, Status, SCHEMA_VERSION};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -8,8 +8,8 @@
 
 mod support;
 
-use bootbench::image_cmd::{self, ImageSpec, RESULT_PORT_MODULES};
-use bootbench::local_cmd::{apply_overrides, load_suite};
+use bootbench::boot::image::{self as boot_image, ImageSpec, RESULT_PORT_MODULES};
+use bootbench::suite_choice::{apply_overrides, load_suite};
 use loads::schema::{Better, Status};
 use std::path::Path;
 use std::process::Command;
@@ -131,7 +131,7 @@ fn default_kernel_boots_under_tcg_with_a_complete_checked_result() {
         init: None,
         compression: image::Compression::Gzip,
     };
-    let rebuilt = image_cmd::build(&spec, &dir.path().join("again.cpio.gz")).expect("rebuild the initramfs");
+    let rebuilt = boot_image::build(&spec, &dir.path().join("again.cpio.gz")).expect("rebuild the initramfs");
     assert_eq!(boot.initramfs.sha256, rebuilt.sha256, "the envelope's initramfs hash is not the image's");
     assert_eq!(boot.initramfs.bytes, rebuilt.bytes);
     let hello = boot.boot.to_hello_s.expect("to_hello_s");
@@ -231,7 +231,7 @@ fn initramfs_reads_back_with_gnu_cpio_and_is_reproducible() {
         .status()
         .expect("cannot run cpio -i");
     assert!(st.success());
-    let init = bootbench::init_build::build("x86_64-unknown-linux-gnu").expect("init build");
+    let init = bootbench::boot::init_build::build("x86_64-unknown-linux-gnu").expect("init build");
     assert_eq!(sha256_file(&x.join("init")), sha256_file(&init), "extracted init differs from the built one");
     let suite: loads::suite::Suite =
         serde_json::from_slice(&std::fs::read(x.join("etc/bootbench/suite.json")).unwrap()).unwrap();
@@ -258,7 +258,7 @@ fn initramfs_reads_back_with_gnu_cpio_and_is_reproducible() {
 }
 
 /// Boots with `append` for a failure case; returns the run and its one boot.
-fn boot_expecting_failure(append: &str, extra: &[&str]) -> (CliRun, bootbench::results_file::BootRecord) {
+fn boot_expecting_failure(append: &str, extra: &[&str]) -> (CliRun, bootbench::results::BootRecord) {
     let dir = scratch();
     let out = dir.path().join("results.json");
     let mut c = bootbench(["run", "--iterations", "1", "--warmup", "0"]);

@@ -13,10 +13,10 @@
 
 mod support;
 
-use bootbench::results_file::BootRecord;
-use bootbench::run_receiver::UploadRecord;
-use bootbench::serve_cmd::{Receiver, ServeConfig};
-use bootbench::store::{self, RunKind, Store, StoredRun};
+use bootbench::boot::run_upload::UploadRecord;
+use bootbench::results::BootRecord;
+use bootbench::service::receiver::{Receiver, ServeConfig};
+use bootbench::service::store::{self, RunKind, Store, StoredRun};
 use loads::console_protocol::Decoder;
 use results_uploader::{UploadReport, Verdict};
 use std::io::{BufRead, BufReader, Read, Write};

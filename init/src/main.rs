@@ -3,6 +3,7 @@
 //! off. It never returns and never panics: every error becomes part of the
 //! result.
 
+mod block_device;
 mod config;
 mod dhcp_client;
 mod module_loader;
@@ -17,9 +18,10 @@ mod workload_child;
 mod zram_swap;
 
 use loads::console_protocol::{self, EVENT_HELLO, EVENT_POWEROFF};
+use loads::error_chain::error_chain;
 use loads::measure::boottime_s;
 use loads::provenance::KmsgCursor;
-use loads::runner::{self, error_chain, push_error};
+use loads::runner::{self, push_error};
 use loads::schema::WorkloadResult;
 use loads::workloads::RunContext;
 use result_channels::{console_line, say};

@@ -8,7 +8,7 @@
 use crate::network::{self, NetRequest};
 use crate::result_channels::{console_line, say};
 use loads::console_protocol;
-use loads::runner::error_chain;
+use loads::error_chain::error_chain;
 use loads::suite::CmdlineConfig;
 use results_uploader::{
     RetryPolicy, UploadOutcome, UploadReport, UploadRequest, UploadSettings, Verdict, EVENT_NETWORK, EVENT_UPLOAD,

@@ -6,34 +6,21 @@
 //! never panics and never stops the run: every failure is returned for the
 //! result, and the workloads run without the piece that failed. It loads
 //! no modules (the early module list does that before it runs). A zram
-//! swap (`bootbench.zram`) is set up through `zram_swap`.
+//! swap (`bootbench.zram`) is set up through `zram_swap`; the device and
+//! kernel-file plumbing both use is in `block_device`.
 
+use crate::block_device::{read, swapon, wait_for, write, DeviceError};
+use crate::zram_swap::{self, ZramError};
 use loads::schema::StorageInfo;
 use loads::suite::{CmdlineConfig, DEFAULT_SCRATCH_FS};
 use nix::mount::{mount, umount, MsFlags};
-use std::ffi::CString;
 use std::fs;
-use std::path::Path;
-use std::time::{Duration, Instant};
 
 /// Where the scratch filesystem is mounted (contest's disk loads live there).
 pub const SCRATCH_MOUNT: &str = "/scratch";
-/// How long a block device node may take to appear after its driver loaded.
-pub const DEVICE_WAIT: Duration = Duration::from_secs(10);
-/// How often to look for it meanwhile (setup time, nothing is measured yet).
-const DEVICE_POLL: Duration = Duration::from_millis(20);
-
 /// Errors while setting up or tearing down the scratch storage.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
-    /// The device node never appeared on devtmpfs.
-    #[error("block device {device} did not appear within {waited_s} s (is its driver loaded, virtio_blk for /dev/vdX, and the disk attached?)")]
-    NoDevice {
-        /// The device path.
-        device: String,
-        /// How long it was waited for.
-        waited_s: u64,
-    },
     /// The mount point could not be created.
     #[error("cannot create mount point {SCRATCH_MOUNT}")]
     MountPoint(#[source] std::io::Error),
@@ -47,26 +34,6 @@ pub enum StorageError {
         /// errno.
         #[source]
         source: nix::Error,
-    },
-    /// swapon(2) refused.
-    #[error("swapon {device} failed (was it made with mkswap for this kernel's page size?)")]
-    Swapon {
-        /// The device.
-        device: String,
-        /// errno.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A sysfs or procfs file could not be read or written.
-    #[error("cannot {what} {path}")]
-    File {
-        /// `read` or `write`.
-        what: &'static str,
-        /// The file.
-        path: String,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
     },
     /// The kernel does not offer the block scheduler asked for.
     #[error("block scheduler '{wanted}' is not offered for {device} by this kernel (offered: {offered}; is its module packed?)")]
@@ -88,17 +55,13 @@ pub enum StorageError {
         /// The bracketed entry read back.
         got: String,
     },
-    /// A kernel file did not have the expected shape.
-    #[error("cannot understand {path}: '{text}'")]
-    Unparsable {
-        /// The file.
-        path: String,
-        /// What it held (trimmed).
-        text: String,
-    },
+    /// A device did not appear, a sysfs or procfs file could not be read,
+    /// written or understood, or swapon(2) refused.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
     /// The zram swap could not be set up.
     #[error("zram swap")]
-    Zram(#[source] Box<crate::zram_swap::ZramError>),
+    Zram(#[source] Box<ZramError>),
     /// umount(2) refused at the end of the run.
     #[error("cannot unmount {SCRATCH_MOUNT} (a process may still use it); the guest powers off with it mounted")]
     Unmount(#[source] nix::Error),
@@ -110,39 +73,6 @@ fn sys_name(device: &str) -> &str {
     device.rsplit('/').next().unwrap_or(device)
 }
 
-/// Waits (bounded) for `device` to exist: drivers probe asynchronously
-/// after their module loaded, and devtmpfs adds the node when they are done.
-pub fn wait_for(device: &str) -> Result<(), StorageError> {
-    if appears(Path::new(device)) {
-        Ok(())
-    } else {
-        Err(StorageError::NoDevice { device: device.to_string(), waited_s: DEVICE_WAIT.as_secs() })
-    }
-}
-
-/// Whether `path` exists within [`DEVICE_WAIT`] (a device node, or a
-/// sysfs entry a module's probe creates).
-pub fn appears(path: &Path) -> bool {
-    let start = Instant::now();
-    while !path.exists() {
-        if start.elapsed() >= DEVICE_WAIT {
-            return false;
-        }
-        std::thread::sleep(DEVICE_POLL);
-    }
-    true
-}
-
-/// Reads a sysfs or procfs file.
-pub fn read(path: &str) -> Result<String, StorageError> {
-    fs::read_to_string(path).map_err(|source| StorageError::File { what: "read", path: path.to_string(), source })
-}
-
-/// Writes a sysfs file.
-pub fn write(path: &str, text: &str) -> Result<(), StorageError> {
-    fs::write(path, text).map_err(|source| StorageError::File { what: "write", path: path.to_string(), source })
-}
-
 /// The device's size in bytes (sysfs counts 512-byte sectors whatever the
 /// logical block size).
 fn device_bytes(device: &str) -> Result<u64, StorageError> {
@@ -151,7 +81,7 @@ fn device_bytes(device: &str) -> Result<u64, StorageError> {
     text.trim()
         .parse::<u64>()
         .map(|sectors| sectors * 512)
-        .map_err(|_| StorageError::Unparsable { path, text: text.trim().to_string() })
+        .map_err(|_| DeviceError::Unparsable { path, text: text.trim().to_string() }.into())
 }
 
 /// The bracketed (active) entry of a `queue/scheduler` file, e.g.
@@ -181,7 +111,7 @@ fn scheduler(device: &str, wanted: Option<&str>) -> Result<String, StorageError>
     }
     let after = read(&path)?;
     let active = active_scheduler(&after)
-        .ok_or_else(|| StorageError::Unparsable { path: path.clone(), text: after.trim().to_string() })?;
+        .ok_or_else(|| DeviceError::Unparsable { path: path.clone(), text: after.trim().to_string() })?;
     match wanted {
         Some(w) if w != active => Err(StorageError::SchedulerNotApplied {
             device: device.to_string(),
@@ -190,38 +120,6 @@ fn scheduler(device: &str, wanted: Option<&str>) -> Result<String, StorageError>
         }),
         _ => Ok(active.to_string()),
     }
-}
-
-/// The size in bytes /proc/swaps gives `device` (its Size column is KiB).
-fn swap_bytes_of(proc_swaps: &str, device: &str) -> Option<u64> {
-    proc_swaps.lines().skip(1).find_map(|line| {
-        let mut cols = line.split_whitespace();
-        let name = cols.next()?;
-        let size_kib: u64 = cols.nth(1)?.parse().ok()?;
-        (name == device).then_some(size_kib * 1024)
-    })
-}
-
-/// swapon(2) flags of <sys/swap.h> (not in the libc crate): the priority
-/// in the low bits is used only with this flag set.
-const SWAP_FLAG_PREFER: i32 = 0x8000;
-const SWAP_FLAG_PRIO_MASK: i32 = 0x7fff;
-
-/// Enables `device` as swap, at `priority` when given (else the kernel's
-/// decreasing negative default), and returns its size from /proc/swaps.
-pub fn swapon(device: &str, priority: Option<i32>) -> Result<u64, StorageError> {
-    wait_for(device)?;
-    let c = CString::new(device).map_err(|e| StorageError::Swapon { device: device.to_string(), source: e.into() })?;
-    let flags = priority.map_or(0, |p| SWAP_FLAG_PREFER | (p & SWAP_FLAG_PRIO_MASK));
-    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
-    if unsafe { libc::swapon(c.as_ptr(), flags) } != 0 {
-        return Err(StorageError::Swapon { device: device.to_string(), source: std::io::Error::last_os_error() });
-    }
-    let text = read("/proc/swaps")?;
-    swap_bytes_of(&text, device).ok_or_else(|| StorageError::Unparsable {
-        path: "/proc/swaps".into(),
-        text: format!("no line for {device} in: {}", text.trim()),
-    })
 }
 
 fn mount_scratch(device: &str, fstype: &str) -> Result<(), StorageError> {
@@ -265,11 +163,11 @@ pub fn setup(cmdline: &CmdlineConfig) -> (Option<StorageInfo>, Vec<StorageError>
         info.swap_device = Some(device.clone());
         match swapon(device, None) {
             Ok(b) => info.swap_bytes = Some(b),
-            Err(e) => errors.push(e),
+            Err(e) => errors.push(e.into()),
         }
     }
     if let Some(bytes) = cmdline.zram_bytes {
-        match crate::zram_swap::setup(bytes) {
+        match zram_swap::setup(bytes) {
             Ok(z) => info.zram = Some(z),
             Err(e) => errors.push(StorageError::Zram(Box::new(e))),
         }
@@ -281,7 +179,7 @@ pub fn setup(cmdline: &CmdlineConfig) -> (Option<StorageInfo>, Vec<StorageError>
 /// without one).
 pub fn record_zram_usage(info: Option<&mut StorageInfo>) -> Result<(), StorageError> {
     match info.and_then(|i| i.zram.as_mut()) {
-        Some(z) => crate::zram_swap::record_usage(z).map_err(|e| StorageError::Zram(Box::new(e))),
+        Some(z) => zram_swap::record_usage(z).map_err(|e| StorageError::Zram(Box::new(e))),
         None => Ok(()),
     }
 }
@@ -307,14 +205,6 @@ mod tests {
         assert_eq!(active_scheduler("[none] \n"), Some("none"));
         assert_eq!(active_scheduler("none\n"), None);
         assert_eq!(offered_schedulers("[mq-deadline] kyber none\n"), ["mq-deadline", "kyber", "none"]);
-    }
-
-    #[test]
-    fn swap_sizes_come_from_proc_swaps() {
-        let text = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n/dev/vdb                                partition\t65532\t\t0\t\t-2\n";
-        assert_eq!(swap_bytes_of(text, "/dev/vdb"), Some(65532 * 1024));
-        assert_eq!(swap_bytes_of(text, "/dev/vdc"), None);
-        assert_eq!(swap_bytes_of("Filename Type Size Used Priority\n", "/dev/vdb"), None);
     }
 
     #[test]

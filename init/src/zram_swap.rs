@@ -4,7 +4,7 @@
 //! end it reads how much was stored and what it took compressed. The zram
 //! module itself is loaded from the early module list before this runs.
 
-use crate::scratch_storage::{appears, read, swapon, wait_for, write, StorageError, DEVICE_WAIT};
+use crate::block_device::{appears, read, swapon, wait_for, write, DeviceError, DEVICE_WAIT};
 use loads::schema::ZramInfo;
 use std::fs;
 use std::path::Path;
@@ -43,7 +43,7 @@ pub enum ZramError {
     /// A sysfs or procfs file could not be read or written, the device
     /// node did not appear, or swapon(2) refused.
     #[error(transparent)]
-    Storage(#[from] StorageError),
+    Device(#[from] DeviceError),
 }
 
 fn sysfs(name: &str) -> String {

@@ -2,17 +2,19 @@
 //! style, so workloads that exec'd programs in the original benchmarks
 //! still make the kernel do real fork, exec and page-fault work.
 //!
-//! A workload starts an applet with [`command`]; the new process runs
+//! A workload starts an applet with [`command_in`]; the new process runs
 //! `<self> --applet NAME ARGS...`, and the binary's `main` hands such an
 //! argv to [`main`] before anything else. Applets run in a fresh process:
 //! they may exit, but never return into the caller's code.
+//!
+//! This is the dispatcher, above everything it runs (the compiler, the
+//! `make` applet, the file tools). Code below it that starts an applet
+//! takes the argv from `applet_argv` and must not use this module.
 
+pub use crate::applet_argv::{command_in, APPLET_FLAG, SELF_EXE};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Command;
-
-/// The argv[1] that selects applet mode.
-pub const APPLET_FLAG: &str = "--applet";
 
 /// Errors of applet dispatch.
 #[derive(Debug, thiserror::Error)]
@@ -53,17 +55,12 @@ pub fn run(name: &str, args: &[OsString]) -> Result<i32, AppletError> {
         // The build workload's toolchain and scheduler (kbuild, sdet).
         "cc" => Ok(crate::compiler::cc_main(args)),
         "ld" => Ok(crate::compiler::ld_main(args)),
-        "make" => Ok(crate::workloads::kbuild::make::main(args)),
+        "make" => Ok(crate::kernel_build::make::main(args)),
         // SDET's commands.
         other if crate::file_tools::NAMES.contains(&other) => Ok(crate::file_tools::run(other, args).unwrap_or(127)),
         other => Err(AppletError::Unknown(other.to_string())),
     }
 }
-
-/// The path that execs this process's own image. Exec'ing the magic link
-/// itself (rather than the path it reads as) still works when the binary
-/// was replaced or deleted on disk while running.
-pub const SELF_EXE: &str = "/proc/self/exe";
 
 /// The executable to re-exec: this process's own image.
 pub fn self_exe() -> Result<PathBuf, AppletError> {
@@ -72,17 +69,7 @@ pub fn self_exe() -> Result<PathBuf, AppletError> {
 
 /// A `Command` that runs applet `name` in a new process.
 pub fn command(name: &str) -> Result<Command, AppletError> {
-    let mut cmd = Command::new(self_exe()?);
-    cmd.arg(APPLET_FLAG).arg(name);
-    Ok(cmd)
-}
-
-/// A `Command` that runs applet `name` from the executable `exe` (see
-/// `RunContext::applet_exe`).
-pub fn command_in(exe: &std::path::Path, name: &str) -> Command {
-    let mut cmd = Command::new(exe);
-    cmd.arg(APPLET_FLAG).arg(name);
-    cmd
+    Ok(command_in(&self_exe()?, name))
 }
 
 #[cfg(test)]

@@ -1,11 +1,30 @@
 //! bootbench's workloads, the suite runner, measurement and the result
 //! schema. Linked into both the guest init and the host CLI, so every
 //! workload also runs on the host (`bootbench local`).
+//!
+//! Modules in layers, each using only the layers below it (a `#[cfg(test)]`
+//! module may use anything):
+//! - `runner`: one workload's iterations, and the result document.
+//! - `applets`, the applet dispatcher; `workloads`, the workload registry
+//!   (names and `prepare`), which also gives the suite parser its names.
+//! - The workloads, `workloads::{fork, dbench, tbench, kbuild, sdet,
+//!   hackbench, contest}`: none uses another.
+//! - What workloads share: `workloads::nbench` (NBENCH replay for dbench,
+//!   tbench and contest), `kernel_build` (kbuild's and contest's build,
+//!   SDET's source tree), `compiler` (the `cc` and `ld` applets),
+//!   `file_tools` (SDET's commands).
+//! - `workload` (the trait every workload implements), `suite`,
+//!   `provenance`, `quiet`, `system_counters`.
+//! - At the bottom: `schema`, `console_protocol`, `reap`, `measure`,
+//!   `applet_argv` (how to exec an applet), `error_chain`.
 
+pub mod applet_argv;
 pub mod applets;
 pub mod compiler;
 pub mod console_protocol;
+pub mod error_chain;
 pub mod file_tools;
+pub mod kernel_build;
 pub mod measure;
 pub mod provenance;
 pub mod quiet;
@@ -14,4 +33,5 @@ pub mod runner;
 pub mod schema;
 pub mod suite;
 pub mod system_counters;
+pub mod workload;
 pub mod workloads;

@@ -2,6 +2,8 @@
 //! calling process, with the quiet-userland evidence; and the document that
 //! gathers workload results with their provenance.
 
+// The host CLI still names it `runner::error_chain`.
+pub use crate::error_chain::error_chain;
 use crate::provenance;
 use crate::quiet;
 use crate::schema::{
@@ -9,7 +11,8 @@ use crate::schema::{
 };
 use crate::suite::{Suite, WorkloadSpec};
 use crate::system_counters::IterationCounters;
-use crate::workloads::{self, RunContext};
+use crate::workload::RunContext;
+use crate::workloads;
 use std::time::{Instant, SystemTime};
 
 /// Runs `spec` from `suite`: warmup iterations (discarded), then measured
@@ -75,18 +78,6 @@ pub fn run_workload(suite: &Suite, spec: &WorkloadSpec, ctx: &RunContext, observ
         result.quiet = Some(obs);
     }
     result
-}
-
-/// An error and its sources on one line, `a: b: c`.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(cause) = src {
-        s.push_str(": ");
-        s.push_str(&cause.to_string());
-        src = cause.source();
-    }
-    s
 }
 
 /// RFC 3339 time of day, seconds precision.

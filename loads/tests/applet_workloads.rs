@@ -3,8 +3,8 @@
 //! They check what the kernel is made to do: execs, page faults, context
 //! switches, and that nothing is left running.
 
-use loads::workloads::kbuild::make::{build_once, JobLimit};
-use loads::workloads::kbuild::source_tree::{SourceTree, TreeSpec};
+use loads::kernel_build::make::{build_once, JobLimit};
+use loads::kernel_build::source_tree::{SourceTree, TreeSpec};
 use loads::workloads::{self, RunContext};
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -112,7 +112,7 @@ fn sdet_levels_report_throughput_and_failures_name_the_command() {
     // A file a command needs disappears: the level fails, naming the
     // script's failing command, and nothing is left running.
     std::fs::remove_file(d.path().join("sdet/skel/docs/numbers.txt")).unwrap();
-    let e = loads::runner::error_chain(&w.run_iteration().unwrap_err());
+    let e = loads::error_chain::error_chain(&w.run_iteration().unwrap_err());
     assert!(e.contains("sort -n -r docs/numbers.txt") && e.contains("No such file"), "{e}");
     assert_no_children();
 }

@@ -3,7 +3,7 @@
 //! on request. The decision is a pure function of what the host reports, so
 //! it is tested without a host that has (or lacks) KVM.
 
-use crate::Arch;
+use crate::arch::{Arch, ArchProfile};
 use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
@@ -59,6 +59,15 @@ pub enum Accel {
 }
 
 impl Accel {
+    /// The `-cpu` model for `profile` under this accelerator when the caller
+    /// names none: the host's under KVM, the profile's TCG model otherwise.
+    pub fn default_cpu(self, profile: &ArchProfile) -> Option<&'static str> {
+        match self {
+            Accel::Kvm => Some("host"),
+            Accel::Tcg | Accel::Icount { .. } => profile.tcg_cpu,
+        }
+    }
+
     /// Whether guest code is emulated (TCG or icount).
     pub fn is_emulated(self) -> bool {
         !matches!(self, Accel::Kvm)
@@ -298,6 +307,13 @@ pub fn choose(request: AccelRequest, clock: Clock, arch: Arch) -> Result<AccelCh
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cpu_model_follows_the_accelerator() {
+        assert_eq!(Accel::Kvm.default_cpu(&Arch::X86_64.profile()), Some("host"));
+        assert_eq!(Accel::Tcg.default_cpu(&Arch::X86_64.profile()), Some("max"));
+        assert_eq!(Accel::Tcg.default_cpu(&Arch::Ppc64.profile()), None);
+    }
 
     fn probe() -> KvmProbe {
         KvmProbe {

@@ -3,11 +3,19 @@
 //! process or touches the file system.
 
 use crate::cmdline::{CmdlineError, KernelCmdline};
-use crate::kernel_image::KernelFormat;
-use crate::Accel;
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
+
+/// The format QEMU's `-kernel` is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KernelFormat {
+    /// An x86 boot-protocol image (`arch/x86/boot/bzImage`, Debian's vmlinuz).
+    BzImage,
+    /// An uncompressed ELF `vmlinux`.
+    Elf,
+}
 
 /// Errors naming an architecture.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -195,14 +203,6 @@ impl ArchProfile {
         }
     }
 
-    /// The `-cpu` model to use when the caller names none.
-    pub fn default_cpu(&self, accel: Accel) -> Option<&'static str> {
-        match accel {
-            Accel::Kvm => Some("host"),
-            Accel::Tcg | Accel::Icount { .. } => self.tcg_cpu,
-        }
-    }
-
     /// The cmdline every boot starts from: the console the host reads, and
     /// `panic=-1` so a panicking kernel reboots at once (which `-no-reboot`
     /// turns into QEMU exiting).
@@ -262,7 +262,5 @@ mod tests {
         assert_eq!(be.init_target, "powerpc64-unknown-linux-gnu");
         assert_eq!(Arch::Ppc64le.profile().debian_arch, Some("ppc64el"));
         assert_eq!(Arch::I386.profile().qemu_binary, PathBuf::from("qemu-system-i386"));
-        assert_eq!(x.default_cpu(Accel::Kvm), Some("host"));
-        assert_eq!(be.default_cpu(Accel::Tcg), None);
     }
 }

@@ -3,7 +3,9 @@
 //! inside QEMU option strings are escaped (`,` becomes `,,`). This module
 //! builds the argv; it never spawns QEMU.
 
-use crate::{Accel, ArchProfile, KernelCmdline};
+use crate::accel::Accel;
+use crate::arch::ArchProfile;
+use crate::cmdline::KernelCmdline;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
@@ -480,7 +482,7 @@ impl Args {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Arch;
+    use crate::arch::Arch;
 
     fn strings(cmd: &QemuCommand) -> Vec<String> {
         cmd.argv().into_iter().map(|a| a.into_string().unwrap()).collect()

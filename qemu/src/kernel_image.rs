@@ -3,7 +3,7 @@
 //! with a clear message instead of a guest that prints nothing. Reads the
 //! first page of the file only.
 
-use crate::Arch;
+use crate::arch::Arch;
 use std::fmt;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -38,16 +38,6 @@ pub enum KernelImageError {
         /// What that arch boots.
         wanted: &'static str,
     },
-}
-
-/// The format QEMU's `-kernel` is given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum KernelFormat {
-    /// An x86 boot-protocol image (`arch/x86/boot/bzImage`, Debian's vmlinuz).
-    BzImage,
-    /// An uncompressed ELF `vmlinux`.
-    Elf,
 }
 
 /// What a kernel image's header says about it.

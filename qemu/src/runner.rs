@@ -3,12 +3,13 @@
 //! is the only code that owns a QEMU process. It never takes QEMU's exit
 //! status as the verdict: only an intact result stream makes a boot `ok`.
 
+use crate::accel::Accel;
+use crate::arch::ArchProfile;
 use crate::argv::{ArgvError, DiskFormat, QemuCommand};
 use crate::cmdline::{CmdlineError, KernelCmdline};
 use crate::console_scan::{ConsoleScan, MAX_KERNEL_ERRORS, MAX_LOG_BYTES};
 use crate::kernel_image::{check_kernel, KernelImageError};
 use crate::outcome::{classify, BootOutcome, HangKind, RunEnd, RunFacts, Timings};
-use crate::{Accel, ArchProfile};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use std::ffi::OsString;
@@ -43,7 +44,7 @@ const DRAIN: Duration = Duration::from_millis(500);
 const EXIT_AFTER_EOF: Duration = Duration::from_secs(10);
 
 /// Errors that keep a boot from happening at all. Everything that happens
-/// once QEMU runs (panic, hang, QEMU failing) is a [`crate::Classification`].
+/// once QEMU runs (panic, hang, QEMU failing) is a [`crate::outcome::Classification`].
 #[derive(Debug, thiserror::Error)]
 pub enum RunnerError {
     /// The QEMU binary is not installed.
@@ -141,7 +142,7 @@ pub struct BootSpec {
     pub smp: u32,
     /// Guest memory in MiB.
     pub mem_mib: u64,
-    /// The CPU model; `None` uses [`ArchProfile::default_cpu`].
+    /// The CPU model; `None` uses [`Accel::default_cpu`].
     pub cpu: Option<String>,
     /// The kernel image.
     pub kernel: PathBuf,
@@ -208,7 +209,7 @@ impl BootSpec {
         check_kernel(&self.kernel, self.profile.arch)?;
         let mut cmd = QemuCommand::new(&self.profile);
         cmd.accel(self.accel).smp(self.smp)?.memory_mib(self.mem_mib)?;
-        if let Some(cpu) = self.cpu.as_deref().or(self.profile.default_cpu(self.accel)) {
+        if let Some(cpu) = self.cpu.as_deref().or(self.accel.default_cpu(&self.profile)) {
             cmd.cpu(cpu)?;
         }
         let mut cmdline = self.cmdline.clone();
@@ -579,7 +580,8 @@ fn exited(st: ExitStatus) -> RunEnd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Arch, Classification};
+    use crate::arch::Arch;
+    use crate::outcome::Classification;
     use loads::console_protocol::{encode, event, EVENT_HELLO, EVENT_POWEROFF};
     use std::os::unix::fs::PermissionsExt;
 

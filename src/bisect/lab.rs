@@ -7,15 +7,16 @@
 //! verdicts.
 
 use super::kernel_config::{missing_for_appliance, KernelConfig};
+use super::lab_settings::{BootOptions, LabSettings};
 use super::state::{short, BuildRecord, BuildStatus, Mode};
-use crate::image_cmd::{self, ImageSpec};
-use crate::local_cmd::{apply_overrides, load_suite};
-use crate::results_file::{BootRecord, ResultsFile};
-use crate::run_cmd::{self, RunArgs};
+use crate::boot::image::{self as boot_image, ImageSpec};
+use crate::boot::options::RunOptions;
+use crate::boot::session::run_boots;
+use crate::results::{BootRecord, ResultsFile};
+use crate::suite_choice::{apply_overrides, load_suite};
 use clap::Parser;
 use image::Compression;
 use loads::schema::{RunDocument, Status};
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -125,92 +126,6 @@ pub trait Lab {
     fn boot(&mut self, commit: &str, build: &BuildRecord, index: usize) -> Result<BootObservation, LabError>;
 }
 
-/// How each kernel is booted: the options of `bootbench run` that make
-/// sense for a bisection (the initramfs is built once, so the kernel cannot
-/// be chosen here).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Args)]
-pub struct BootOptions {
-    /// Guest arch: x86_64, i386, ppc64le or ppc64.
-    #[arg(long, default_value = "x86_64")]
-    pub arch: String,
-    /// Built-in suite (quick, standard, full) or a suite JSON file.
-    #[arg(long, default_value = "quick")]
-    pub suite: String,
-    /// Measured iterations per workload (overrides the suite).
-    #[arg(long)]
-    pub iterations: Option<u32>,
-    /// Warmup iterations per workload (overrides the suite).
-    #[arg(long)]
-    pub warmup: Option<u32>,
-    /// Workloads to run, comma-separated (default: the metric's workload).
-    #[arg(long)]
-    pub workloads: Option<String>,
-    /// vCPUs.
-    #[arg(long, default_value_t = run_cmd::DEFAULT_SMP)]
-    pub smp: u32,
-    /// Guest memory, e.g. 1G, 512M.
-    #[arg(long, default_value = run_cmd::DEFAULT_MEM)]
-    pub mem: String,
-    /// QEMU CPU model (default: the arch profile's).
-    #[arg(long)]
-    pub cpu: Option<String>,
-    /// Extra kernel cmdline words for every boot, e.g. bootbench.* keys
-    /// (`bootbench.fork.count=200`).
-    #[arg(long)]
-    pub append: Option<String>,
-    /// Accelerator: auto, kvm or tcg.
-    #[arg(long, default_value = "auto")]
-    pub accel: String,
-    /// Guest clock: real, or icount[:SHIFT].
-    #[arg(long, default_value = "real")]
-    pub clock: String,
-    /// Seconds until the init must say hello.
-    #[arg(long, default_value_t = 120)]
-    pub timeout_boot: u64,
-    /// Seconds the console may stay silent.
-    #[arg(long, default_value_t = 300)]
-    pub timeout_silence: u64,
-    /// Seconds a whole boot may take.
-    #[arg(long, default_value_t = 3600)]
-    pub timeout_total: u64,
-}
-
-/// Everything the real lab needs, kept in the state so `--resume` rebuilds
-/// the same lab.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LabSettings {
-    /// The kernel tree (a git work tree).
-    pub tree: PathBuf,
-    /// The build command, run with `sh -c` in the tree.
-    #[serde(default)]
-    pub build: Option<String>,
-    /// The kernel image the build leaves, relative to the tree.
-    pub kernel_image: PathBuf,
-    /// The kernel config the build leaves, relative to the tree.
-    pub kernel_config: PathBuf,
-    /// A file the build leaves with extra kernel cmdline words, relative to
-    /// the tree.
-    #[serde(default)]
-    pub append_file: Option<PathBuf>,
-    /// Whether the lab checks commits out (false under `git bisect run`).
-    pub checkout: bool,
-    /// Whether the history follows first parents only.
-    #[serde(default)]
-    pub first_parent: bool,
-    /// Longest a build may take.
-    pub build_timeout_s: u64,
-    /// Directory for kernels, logs and results.
-    pub artifacts: PathBuf,
-    /// How kernels are booted.
-    pub boot: BootOptions,
-    /// The initramfs, once built.
-    #[serde(default)]
-    pub initramfs: Option<PathBuf>,
-    /// Its sha256.
-    #[serde(default)]
-    pub initramfs_sha256: Option<String>,
-}
-
 /// `WORKLOAD.METRIC`, split.
 pub fn split_metric(metric: &str) -> Result<(String, String), LabError> {
     match metric.split_once('.') {
@@ -288,7 +203,7 @@ fn sha256_file(path: &Path) -> Result<String, LabError> {
 #[derive(Debug, Parser)]
 struct RunArgv {
     #[command(flatten)]
-    args: RunArgs,
+    args: RunOptions,
 }
 
 /// The real lab: a git tree, a build command, QEMU.
@@ -537,7 +452,7 @@ fn build_initramfs(
         init: None,
         compression: Compression::None,
     };
-    let built = image_cmd::build(&spec, out).map_err(image_err)?;
+    let built = boot_image::build(&spec, out).map_err(image_err)?;
     Ok(built.sha256)
 }
 
@@ -637,7 +552,7 @@ impl Lab for QemuLab {
             argv.push("--no-port".into());
         }
         let args = RunArgv::try_parse_from(&argv).map_err(|e| LabError::BadBootOptions(e.to_string()))?.args;
-        let file = run_cmd::run_boots(&args).map_err(|e| LabError::Boot { commit: commit.into(), source: e.into() })?;
+        let file = run_boots(&args).map_err(|e| LabError::Boot { commit: commit.into(), source: e.into() })?;
         let Some(mut record) = file.boots.into_iter().next() else {
             return Err(LabError::Boot { commit: commit.into(), source: "bootbench run returned no boot".into() });
         };
@@ -660,7 +575,7 @@ impl Lab for QemuLab {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results_file::BootInfo;
+    use crate::results::BootInfo;
     use loads::schema::{Iteration, Metric, Provenance, WorkloadResult, SCHEMA_VERSION};
 
     fn doc(values: &[f64]) -> RunDocument {

@@ -22,11 +22,15 @@
 //! artifacts directory.
 
 pub mod driver;
+pub mod git_run;
 pub mod history;
 pub mod journal;
 pub mod kernel_config;
 pub mod lab;
+pub mod lab_settings;
+pub mod options;
 pub mod report;
 pub mod sequential_test;
+pub mod session;
 pub mod simulate;
 pub mod state;

@@ -6,7 +6,7 @@
 //! file format and the questions asked of it ("which commits are good?");
 //! it never builds, boots or runs git.
 
-use super::lab::LabSettings;
+use super::lab_settings::LabSettings;
 use super::sequential_test::{EndsComparison, ErrorBudget, Evaluation, VarianceBound};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -4,7 +4,7 @@
 //! mode or arch can pass for a kernel difference).
 
 use super::samples::{GroupSamples, WorkloadKey};
-use crate::results_file::BootRecord;
+use crate::results::BootRecord;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Why two groups cannot be compared.

@@ -20,6 +20,7 @@
 
 pub mod compat;
 pub mod html;
+pub mod options;
 pub mod samples;
 pub mod selector;
 pub mod tabular;
@@ -27,7 +28,7 @@ pub mod tabular;
 pub(crate) mod test_fixtures;
 pub mod text;
 
-use crate::results_file::BootRecord;
+use crate::results::BootRecord;
 use crate::stats::fieller::{self, RatioInterval};
 use crate::stats::multiple_testing::{adjust, Correction};
 use crate::stats::{welch, SampleSummary};

@@ -3,7 +3,7 @@
 //! value is checked. Owns extraction and its checks; it computes no
 //! statistics beyond a boot's mean.
 
-use crate::results_file::BootRecord;
+use crate::results::BootRecord;
 use loads::schema::Better;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};

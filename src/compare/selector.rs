@@ -1,6 +1,6 @@
 //! Naming the kernel groups to compare: a results file, optionally followed
 //! by `:SELECTOR` to pick one group of a multi-kernel file. Owns parsing and
-//! matching; reading files is [`crate::schema_migration`]'s job.
+//! matching; reading files is [`crate::results::migration`]'s job.
 //!
 //! Selector syntax (after the last `:` of an argument that is not itself an
 //! existing file):
@@ -13,7 +13,7 @@
 //! A selector that matches no group or several is an error listing every
 //! group with its `#N`, which always picks exactly one.
 
-use crate::results_file::BootRecord;
+use crate::results::BootRecord;
 use std::path::{Path, PathBuf};
 
 /// Errors naming groups.

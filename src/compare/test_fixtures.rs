@@ -1,7 +1,7 @@
 //! Synthetic boots for the comparison's tests: documents shaped like the
 //! guest's, with chosen values.
 
-use crate::results_file::{BootInfo, BootRecord, KernelRef, MachineShape};
+use crate::results::{BootInfo, BootRecord, KernelRef, MachineShape};
 use loads::schema::{Iteration, Metric, Provenance, RunDocument, Status, WorkloadResult, SCHEMA_VERSION};
 
 /// A `fork`-shaped workload: per iteration a rate (higher is better) and

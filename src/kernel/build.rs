@@ -731,7 +731,7 @@ mod tests {
         for arch in Arch::ALL {
             let prefix = ArchBuild::of(arch).image_prefix;
             let want = match arch.profile().kernel_format {
-                qemu::kernel_image::KernelFormat::Elf => "vmlinux-",
+                qemu::arch::KernelFormat::Elf => "vmlinux-",
                 _ => "vmlinuz-",
             };
             assert_eq!(prefix, want, "{arch}");

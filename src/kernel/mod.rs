@@ -9,6 +9,7 @@ pub mod arch;
 pub mod build;
 pub mod check;
 pub mod config_fragment;
+pub mod defaults;
 pub mod fetch;
 pub mod source;
 

@@ -8,7 +8,7 @@
 #![allow(dead_code)]
 
 use bootbench::kernel::{self, DebianArch, FetchedKernel};
-use bootbench::results_file::{BootRecord, ResultsFile};
+use bootbench::results::{BootRecord, ResultsFile};
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -213,7 +213,7 @@ pub fn cc_main(args: &[OsString]) -> i32 {
     match compile(&a.source, &a.include_dirs, &a.output) {
         Ok(_) => 0,
         Err(e) => {
-            eprintln!("cc: {}", crate::runner::error_chain(&e));
+            eprintln!("cc: {}", crate::error_chain::error_chain(&e));
             1
         }
     }
@@ -245,7 +245,7 @@ pub fn ld_main(args: &[OsString]) -> i32 {
     match linker::link(&objs, &out, entry.as_deref()) {
         Ok(_) => 0,
         Err(e) => {
-            eprintln!("ld: {}", crate::runner::error_chain(&e));
+            eprintln!("ld: {}", crate::error_chain::error_chain(&e));
             1
         }
     }

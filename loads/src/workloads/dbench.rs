@@ -9,8 +9,8 @@ use super::nbench::fs_client::FsClient;
 use super::nbench::loadfile::Loadfile;
 use super::nbench::params::NbenchParams;
 use super::nbench::results;
-use super::{params_map, RunContext, Workload, WorkloadError};
 use crate::schema::Iteration;
+use crate::workload::{params_map, RunContext, Workload, WorkloadError};
 use std::path::PathBuf;
 
 const NAME: &str = "dbench";
@@ -132,22 +132,6 @@ mod tests {
     }
 
     #[test]
-    fn builtin_suites_prepare_dbench_and_tbench() {
-        let ctx = RunContext::new(1, std::env::temp_dir());
-        // The sized suites; `contest` is contest alone.
-        for size in ["quick", "standard", "full"] {
-            let suite = crate::suite::Suite::builtin(size).unwrap();
-            let mut seen = 0;
-            for spec in suite.workloads.iter().filter(|w| w.name == "dbench" || w.name == "tbench") {
-                let w = crate::workloads::prepare(&spec.name, &spec.params, &ctx).unwrap();
-                assert_eq!(w.params()["loadfile"], serde_json::json!("builtin"));
-                seen += 1;
-            }
-            assert_eq!(seen, 2, "{size}");
-        }
-    }
-
-    #[test]
     fn a_status_mismatch_fails_the_iteration_naming_line_and_op() {
         let tmp = tempfile::tempdir().unwrap();
         let lf = tmp.path().join("bad.txt");
@@ -169,7 +153,7 @@ mod tests {
         )
         .unwrap();
         let e = w.run_iteration().unwrap_err();
-        let chain = crate::runner::error_chain(&e);
+        let chain = crate::error_chain::error_chain(&e);
         assert!(chain.contains("line 3") && chain.contains("NTCreateX") && chain.contains("bad.txt"), "{chain}");
     }
 }

@@ -1,9 +1,9 @@
 //! `fork`: the fork/exit/wait rate. Each step forks a child that exits at
 //! once and waits for it; the rate is steps per second of wall time.
 
-use super::{params_map, RunContext, Workload, WorkloadError};
 use crate::measure::{children_cpu, CpuTimes};
 use crate::schema::{Iteration, Metric};
+use crate::workload::{params_map, RunContext, Workload, WorkloadError};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, ForkResult};
 use serde::{Deserialize, Serialize};

@@ -10,9 +10,9 @@
 //! got exactly its messages and then end-of-file. Owns the task topology
 //! and its timing; must not run anything between wake-up and reaping.
 
-use super::{params_map, RunContext, Workload, WorkloadError};
 use crate::reap::{self, Usage};
 use crate::schema::{Iteration, Metric};
+use crate::workload::{params_map, RunContext, Workload, WorkloadError};
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};

@@ -1,10 +1,14 @@
-//! Every workload, behind one trait. A workload is prepared from its
-//! parameters (defaults filled in, unknown parameters refused), then runs one
-//! iteration at a time in the calling process.
+//! The workload registry: every workload's module, their names in the
+//! order suites list them, and [`prepare`], which makes one by name. A
+//! workload is prepared from its parameters (defaults filled in, unknown
+//! parameters refused), then runs one iteration at a time in the calling
+//! process. The trait every workload implements is in `workload`, below
+//! the workloads; a workload never uses this module. The suite parser
+//! does not import it either: it is given [`NAMES`], here.
 
-use crate::schema::Iteration;
-use serde::{de::DeserializeOwned, Serialize};
-use std::path::PathBuf;
+// The contract's old paths, which the host CLI uses.
+use crate::suite::{CmdlineConfig, Suite, SuiteError};
+pub use crate::workload::{params_map, parse_params, RunContext, Workload, WorkloadError};
 
 pub mod contest;
 pub mod dbench;
@@ -17,93 +21,6 @@ pub mod tbench;
 
 /// Names of all workloads, in the order suites list them.
 pub const NAMES: &[&str] = &["fork", "dbench", "tbench", "kbuild", "sdet", "hackbench", "contest"];
-
-/// Errors while preparing or running a workload.
-#[derive(Debug, thiserror::Error)]
-pub enum WorkloadError {
-    /// No workload has this name.
-    #[error("unknown workload '{0}'")]
-    Unknown(String),
-    /// The parameters do not fit the workload.
-    #[error("bad parameters for workload '{workload}'")]
-    BadParams {
-        /// Workload name.
-        workload: String,
-        /// What serde found wrong (names the field).
-        #[source]
-        source: serde_json::Error,
-    },
-    /// A system call failed while measuring.
-    #[error("{workload}: {what} failed")]
-    Sys {
-        /// Workload name.
-        workload: &'static str,
-        /// The operation, e.g. `fork`.
-        what: String,
-        /// The errno.
-        #[source]
-        source: nix::Error,
-    },
-    /// A child did something other than exit 0.
-    #[error("{workload}: child {pid} ended abnormally: {how}")]
-    Child {
-        /// Workload name.
-        workload: &'static str,
-        /// Child pid.
-        pid: i32,
-        /// Exit status or signal.
-        how: String,
-    },
-    /// Parameters that parse but do not make sense (together or on this
-    /// machine).
-    #[error("{workload}: {why}")]
-    Invalid {
-        /// Workload name.
-        workload: &'static str,
-        /// What is wrong, naming the parameter.
-        why: String,
-    },
-    /// A workload's own error (its module's enum says what and where).
-    #[error("{workload} failed")]
-    Failed {
-        /// Workload name.
-        workload: &'static str,
-        /// The workload module's error.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-}
-
-/// What every workload gets from the runner.
-#[derive(Debug, Clone)]
-pub struct RunContext {
-    /// The suite's seed.
-    pub seed: u64,
-    /// A writable directory for the workload's files.
-    pub work_dir: PathBuf,
-    /// The executable that runs applets (`EXE --applet NAME ...`). In the
-    /// guest and in `bootbench local` it is this process's own image; a
-    /// test harness binary cannot dispatch applets, so tests point it at a
-    /// binary that can.
-    pub applet_exe: PathBuf,
-}
-
-impl RunContext {
-    /// A context whose applets re-exec this process's own image.
-    pub fn new(seed: u64, work_dir: PathBuf) -> RunContext {
-        RunContext { seed, work_dir, applet_exe: PathBuf::from(crate::applets::SELF_EXE) }
-    }
-}
-
-/// One prepared workload.
-pub trait Workload {
-    /// Stable name (one of [`NAMES`]).
-    fn name(&self) -> &'static str;
-    /// Effective parameters, defaults included.
-    fn params(&self) -> serde_json::Map<String, serde_json::Value>;
-    /// Runs one iteration and returns its metrics.
-    fn run_iteration(&mut self) -> Result<Iteration, WorkloadError>;
-}
 
 /// Prepares the workload `name` with `params`.
 pub fn prepare(
@@ -123,21 +40,33 @@ pub fn prepare(
     }
 }
 
-/// Deserialises a workload's parameter struct from a suite's map; the struct
-/// supplies defaults and refuses unknown fields.
-pub fn parse_params<P: DeserializeOwned>(
-    workload: &str,
-    params: &serde_json::Map<String, serde_json::Value>,
-) -> Result<P, WorkloadError> {
-    serde_json::from_value(serde_json::Value::Object(params.clone()))
-        .map_err(|source| WorkloadError::BadParams { workload: workload.to_string(), source })
+/// The suite checks workload names against the names it is given; these
+/// give it this registry's.
+impl Suite {
+    /// Parses a suite file's JSON ([`Suite::from_json_for`] with [`NAMES`]).
+    pub fn from_json(name: &str, json: &str) -> Result<Suite, SuiteError> {
+        Suite::from_json_for(name, json, NAMES)
+    }
+
+    /// Checks that the suite names only known workloads and is not empty
+    /// ([`Suite::validate_for`] with [`NAMES`]).
+    pub fn validate(&self) -> Result<(), SuiteError> {
+        self.validate_for(NAMES)
+    }
 }
 
-/// The parameter struct as a map, for results.
-pub fn params_map<P: Serialize>(p: &P) -> serde_json::Map<String, serde_json::Value> {
-    match serde_json::to_value(p) {
-        Ok(serde_json::Value::Object(m)) => m,
-        _ => serde_json::Map::new(),
+/// Cmdline overrides, checked against this registry's workload names.
+impl CmdlineConfig {
+    /// Reads every `bootbench.*` word of `cmdline`
+    /// ([`CmdlineConfig::parse_for`] with [`NAMES`]).
+    pub fn parse(cmdline: &str) -> Result<CmdlineConfig, SuiteError> {
+        CmdlineConfig::parse_for(cmdline, NAMES)
+    }
+
+    /// Applies the overrides to `packed` ([`CmdlineConfig::apply_for`] with
+    /// [`NAMES`]).
+    pub fn apply(&self, packed: Suite) -> Result<Suite, SuiteError> {
+        self.apply_for(packed, NAMES)
     }
 }
 
@@ -157,5 +86,43 @@ mod tests {
         let e = prepare("fork", &p, &ctx()).err().unwrap();
         let chain = format!("{e}: {}", std::error::Error::source(&e).unwrap());
         assert!(chain.contains("cuont"), "{chain}");
+    }
+
+    #[test]
+    fn builtin_suites_run_every_workload_with_parameters_it_accepts() {
+        for n in ["quick", "standard", "full"] {
+            let s = Suite::builtin(n).unwrap();
+            let names: Vec<&str> = s.workloads.iter().map(|w| w.name.as_str()).collect();
+            assert_eq!(names, ["fork", "dbench", "tbench", "kbuild", "sdet", "hackbench"], "{n}: fork first");
+            for w in &s.workloads {
+                let ok = match w.name.as_str() {
+                    "kbuild" => parse_params::<kbuild::KbuildParams>("kbuild", &w.params).map(|_| ()),
+                    "sdet" => parse_params::<sdet::SdetParams>("sdet", &w.params).map(|_| ()),
+                    "hackbench" => parse_params::<hackbench::HackbenchParams>("hackbench", &w.params).map(|_| ()),
+                    _ => Ok(()),
+                };
+                assert!(ok.is_ok(), "{n}: {}: {:?}", w.name, ok.err());
+            }
+        }
+        let quick = Suite::builtin("quick").unwrap();
+        let kb = quick.workloads.iter().find(|w| w.name == "kbuild").unwrap();
+        assert_eq!((kb.params["files"].as_u64(), kb.params["warmup_build"].as_bool()), (Some(16), Some(false)));
+        assert_eq!(quick.iterations_for(kb), 3);
+    }
+
+    #[test]
+    fn builtin_suites_prepare_dbench_and_tbench() {
+        let ctx = RunContext::new(1, std::env::temp_dir());
+        // The sized suites; `contest` is contest alone.
+        for size in ["quick", "standard", "full"] {
+            let suite = Suite::builtin(size).unwrap();
+            let mut seen = 0;
+            for spec in suite.workloads.iter().filter(|w| w.name == "dbench" || w.name == "tbench") {
+                let w = prepare(&spec.name, &spec.params, &ctx).unwrap();
+                assert_eq!(w.params()["loadfile"], serde_json::json!("builtin"));
+                seen += 1;
+            }
+            assert_eq!(seen, 2, "{size}");
+        }
     }
 }

@@ -8,11 +8,11 @@
 //! default). Owns script generation, the homes and the shells; must not
 //! implement the commands (the applets do).
 
-use super::kbuild::source_tree::{SourceTree, TreeSpec, INCLUDE_DIR};
-use super::{params_map, RunContext, Workload, WorkloadError};
-use crate::applets::APPLET_FLAG;
+use crate::applet_argv::APPLET_FLAG;
+use crate::kernel_build::source_tree::{SourceTree, TreeSpec, INCLUDE_DIR};
 use crate::reap::{self, Exit, Usage};
 use crate::schema::{Iteration, Metric};
+use crate::workload::{params_map, RunContext, Workload, WorkloadError};
 use nix::unistd::{fork, ForkResult, Pid};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
@@ -50,7 +50,7 @@ pub enum SdetError {
     Nul(String),
     /// Generating the compile sources failed.
     #[error("generating the scripts' sources")]
-    Tree(#[from] super::kbuild::source_tree::TreeError),
+    Tree(#[from] crate::kernel_build::source_tree::TreeError),
     /// A shell could not be started.
     #[error("cannot fork the shell of script {script}")]
     Fork {

@@ -10,9 +10,9 @@ use super::nbench::loadfile::Loadfile;
 use super::nbench::params::NbenchParams;
 use super::nbench::results;
 use super::nbench::tcp_wire::{self, WireClient};
-use super::{params_map, RunContext, Workload, WorkloadError};
 use crate::reap;
 use crate::schema::Iteration;
+use crate::workload::{params_map, RunContext, Workload, WorkloadError};
 use nix::unistd::{fork, ForkResult};
 
 const NAME: &str = "tbench";

@@ -112,7 +112,7 @@ pub fn start(kind: LoadKind, env: &LoadEnv) -> Result<RunningLoad, LoadProcessEr
                 Ok(()) => 0,
                 Err(e) => {
                     let mut f = std::fs::File::from(err_w);
-                    let _ = f.write_all(crate::runner::error_chain(&e).as_bytes());
+                    let _ = f.write_all(crate::error_chain::error_chain(&e).as_bytes());
                     1
                 }
             };

@@ -15,14 +15,14 @@ pub mod page_cache;
 pub mod scratch_space;
 mod shared_page;
 
-use super::kbuild::make::{build_once, BuildStats, JobLimit};
-use super::kbuild::online_cpus;
-use super::kbuild::source_tree::{SourceTree, TreeSpec};
 use super::nbench::builtin_loadfile;
-use super::{params_map, RunContext, Workload, WorkloadError};
-use crate::runner::error_chain;
+use crate::error_chain::error_chain;
+use crate::kernel_build::make::{build_once, BuildStats, JobLimit};
+use crate::kernel_build::online_cpus;
+use crate::kernel_build::source_tree::{SourceTree, TreeSpec};
 use crate::schema::{Iteration, Metric, SystemDeltas};
 use crate::system_counters::IterationCounters;
+use crate::workload::{params_map, RunContext, Workload, WorkloadError};
 use background_loads::{LoadEnv, LoadKind, MIB};
 use load_process::LoadReport;
 use scratch_space::ScratchSpace;
@@ -486,10 +486,10 @@ mod tests {
         assert!(e.contains("MiB free in") && e.contains("--scratch-disk"), "{e}");
         let mut m = serde_json::Map::new();
         m.insert("rows".into(), serde_json::json!("no_load, io_load"));
-        let p: ContestParams = super::super::parse_params("contest", &m).unwrap();
+        let p: ContestParams = crate::workload::parse_params("contest", &m).unwrap();
         assert_eq!(p.rows, ["no_load", "io_load"], "a cmdline word lists rows too");
         let mut m = serde_json::Map::new();
         m.insert("row".into(), serde_json::json!(["no_load"]));
-        assert!(super::super::parse_params::<ContestParams>("contest", &m).is_err(), "unknown field");
+        assert!(crate::workload::parse_params::<ContestParams>("contest", &m).is_err(), "unknown field");
     }
 }

@@ -219,7 +219,7 @@ fn now_ns() -> u64 {
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
-    crate::runner::error_chain(e)
+    crate::error_chain::error_chain(e)
 }
 
 /// The client loop: passes over the loadfile until the end of the timed

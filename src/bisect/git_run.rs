@@ -1,0 +1,165 @@
+//! One step for `git bisect run`: build HEAD (optionally), boot it against
+//! the reference kernels, and give the verdict; the state shared by the
+//! steps lives in a file.
+
+use super::session::absolute;
+use crate::bisect::driver::Driver;
+use crate::bisect::history::{git, resolve, GitHistory};
+use crate::bisect::journal::FileJournal;
+use crate::bisect::lab::QemuLab;
+use crate::bisect::lab_settings::{BootOptions, LabSettings};
+use crate::bisect::options::PlanArgs;
+use crate::bisect::sequential_test::ErrorBudget;
+use crate::bisect::state::{BisectState, BuildStatus, Mode, Phase, Verdict};
+use anyhow::{bail, Context};
+use clap::Parser;
+use std::path::{Path, PathBuf};
+
+/// Options of `bootbench bisect-run`.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "bootbench bisect-run",
+    about = "One step of `git bisect run`: build (optional), boot against the reference kernels, exit 0 good, 1 bad, 125 skip, 128 abort"
+)]
+pub struct BisectRunArgs {
+    /// The tree git bisect runs in.
+    #[arg(long, default_value = ".")]
+    pub tree: PathBuf,
+    /// The build command (optional: without it the image in the tree is used).
+    #[arg(long)]
+    pub build: Option<String>,
+    /// The kernel image, relative to the tree.
+    #[arg(long)]
+    pub kernel_image: PathBuf,
+    /// The kernel config, relative to the tree.
+    #[arg(long, default_value = ".config")]
+    pub kernel_config: PathBuf,
+    /// A file the build leaves with extra kernel cmdline words.
+    #[arg(long)]
+    pub append_file: Option<PathBuf>,
+    /// A prebuilt kernel of the good end (perf mode).
+    #[arg(long)]
+    pub good_kernel: Option<PathBuf>,
+    /// Its config (default: config-* beside it, or none).
+    #[arg(long)]
+    pub good_config: Option<PathBuf>,
+    /// A prebuilt kernel of the bad end (perf mode).
+    #[arg(long)]
+    pub bad_kernel: Option<PathBuf>,
+    /// Its config.
+    #[arg(long)]
+    pub bad_config: Option<PathBuf>,
+    /// Tests to plan the error budget for (default: from git's bisect refs).
+    #[arg(long)]
+    pub steps: Option<u32>,
+    /// The state file shared by the invocations (default: in the git dir).
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+    /// Seconds a build may take.
+    #[arg(long, default_value_t = 3 * 3600)]
+    pub build_timeout: u64,
+    /// The statistics.
+    #[command(flatten)]
+    pub plan: PlanArgs,
+    /// How kernels are booted.
+    #[command(flatten)]
+    pub boot: BootOptions,
+}
+
+/// The config beside a prebuilt image: `config-SUFFIX` for `vmlinuz-SUFFIX`.
+fn config_beside(image: &Path) -> Option<PathBuf> {
+    let name = image.file_name()?.to_str()?;
+    let suffix = name.strip_prefix("vmlinuz-").or_else(|| name.strip_prefix("vmlinux-"))?;
+    Some(image.with_file_name(format!("config-{suffix}"))).filter(|p| p.is_file())
+}
+
+/// Candidate commits git bisect still has, from its refs.
+fn git_bisect_remaining(tree: &Path) -> Option<u64> {
+    let bad = git(tree, &["rev-parse", "--verify", "--quiet", "refs/bisect/bad"]).ok()?;
+    let goods = git(tree, &["for-each-ref", "--format=%(objectname)", "refs/bisect/good-*"]).ok()?;
+    let mut args = vec!["rev-list", "--count", bad.trim(), "--not"];
+    args.extend(goods.lines().map(str::trim));
+    git(tree, &args).ok()?.trim().parse().ok()
+}
+
+/// One `git bisect run` step on the tree's HEAD: its verdict.
+pub fn run_step(args: &BisectRunArgs) -> anyhow::Result<Verdict> {
+    let tree = absolute(&args.tree)?;
+    let head = resolve(&tree, "HEAD")?;
+    let state_path = match &args.state {
+        Some(p) => absolute(p)?,
+        None => {
+            let p = git(&tree, &["rev-parse", "--git-path", "bootbench-bisect-run/state.json"])?;
+            absolute(&tree.join(p.trim()))?
+        }
+    };
+    let plan = args.plan.plan()?;
+    let artifacts = state_path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+    std::fs::create_dir_all(&artifacts).with_context(|| format!("cannot create {}", artifacts.display()))?;
+    let (mut state, mut lab) = if state_path.exists() {
+        let mut s = BisectState::load(&state_path)?;
+        let mut settings = s.lab.clone().context("the state has no lab settings")?;
+        let lab = QemuLab::open(&mut settings, s.plan.mode, &s.plan.metric)?;
+        s.lab = Some(settings);
+        (s, lab)
+    } else {
+        let mut settings = LabSettings {
+            tree: tree.clone(),
+            build: args.build.clone(),
+            kernel_image: args.kernel_image.clone(),
+            kernel_config: args.kernel_config.clone(),
+            append_file: args.append_file.clone(),
+            checkout: false,
+            first_parent: false,
+            build_timeout_s: args.build_timeout,
+            artifacts: artifacts.clone(),
+            boot: args.boot.clone(),
+            initramfs: None,
+            initramfs_sha256: None,
+        };
+        let lab = QemuLab::open(&mut settings, plan.mode, &plan.metric)?;
+        let range = git_bisect_remaining(&tree);
+        let mut s =
+            BisectState::new(plan.clone(), Some(settings), "reference:good", "reference:bad", range.unwrap_or(2))?;
+        if let (None, Some(steps)) = (range, args.steps) {
+            s.budget = ErrorBudget { wrong_culprit_rate: plan.wrong_culprit_rate, planned_tests: steps.max(1) };
+        } else if let Some(steps) = args.steps {
+            s.budget.planned_tests = steps.max(1);
+        } else {
+            // git bisect run never confirms: the planned tests are the steps.
+            s.budget.planned_tests = s.budget.planned_tests.saturating_sub(2).max(1);
+        }
+        match (&args.good_kernel, &args.bad_kernel) {
+            (Some(g), Some(b)) => {
+                for (key, image, config) in [
+                    ("reference:good", g, args.good_config.clone().or_else(|| config_beside(g))),
+                    ("reference:bad", b, args.bad_config.clone().or_else(|| config_beside(b))),
+                ] {
+                    let rec = lab.adopt(key.trim_start_matches("reference:"), &absolute(image)?, config.as_deref())?;
+                    if rec.status != BuildStatus::Built {
+                        bail!("{} ({key}) cannot be used: {}", image.display(), rec.reason.unwrap_or_default());
+                    }
+                    s.commits.insert(
+                        key.into(),
+                        crate::bisect::state::CommitRecord {
+                            sha: key.into(),
+                            subject: format!("{} kernel {}", key.trim_start_matches("reference:"), image.display()),
+                            position: None,
+                            build: Some(rec),
+                        },
+                    );
+                }
+            }
+            (None, None) if plan.mode == Mode::Boot => s.phase = Phase::Bisecting,
+            _ => bail!("perf mode needs --good-kernel and --bad-kernel: prebuilt kernels of the good and bad ends to measure against"),
+        }
+        s.save(&state_path)?;
+        (s, lab)
+    };
+    let mut history = GitHistory::without_range(&tree);
+    let mut journal = FileJournal::new(&state_path, &artifacts.join("log.jsonl"), false);
+    match Driver::new(&mut state, &mut lab, &mut history, &mut journal).run_single(&head)? {
+        Ok(v) => Ok(v),
+        Err(reason) => bail!("the reference kernels cannot be used: {reason}"),
+    }
+}

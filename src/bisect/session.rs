@@ -1,0 +1,264 @@
+//! An unattended, resumable bisection of a kernel tree: options turned into
+//! a plan and a lab, [`Driver`] run to the end, the tree restored and the
+//! reports written.
+
+use crate::bisect::driver::Driver;
+use crate::bisect::history::{git, resolve, GitHistory};
+use crate::bisect::journal::{Event, FileJournal, Journal};
+use crate::bisect::lab::QemuLab;
+use crate::bisect::lab_settings::{BootOptions, LabSettings};
+use crate::bisect::options::PlanArgs;
+use crate::bisect::report;
+use crate::bisect::state::{BisectState, Outcome, Phase};
+use anyhow::{bail, Context};
+use std::path::{Path, PathBuf};
+
+/// Options of `bootbench bisect`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BisectArgs {
+    /// The kernel tree: a git work tree without uncommitted changes to
+    /// tracked files.
+    #[arg(long)]
+    pub tree: Option<PathBuf>,
+    /// A good revision (the regression is not there).
+    #[arg(long)]
+    pub good: Option<String>,
+    /// A bad revision (it descends from the good one).
+    #[arg(long)]
+    pub bad: Option<String>,
+    /// The build command, run with `sh -c` in the tree after each checkout
+    /// (BOOTBENCH_BISECT_COMMIT holds the commit). Failure skips the commit.
+    #[arg(long)]
+    pub build: Option<String>,
+    /// The kernel image the build leaves, relative to the tree (e.g.
+    /// arch/x86/boot/bzImage).
+    #[arg(long)]
+    pub kernel_image: Option<PathBuf>,
+    /// The kernel config the build leaves, relative to the tree.
+    #[arg(long, default_value = ".config")]
+    pub kernel_config: PathBuf,
+    /// A file the build leaves with extra kernel cmdline words for that
+    /// commit, relative to the tree.
+    #[arg(long)]
+    pub append_file: Option<PathBuf>,
+    /// Follow only first parents (bisect merges as units).
+    #[arg(long)]
+    pub first_parent: bool,
+    /// Seconds a build may take before it is killed (and the commit skipped).
+    #[arg(long, default_value_t = 3 * 3600)]
+    pub build_timeout: u64,
+    /// Do not measure the culprit and its parent again at the end.
+    #[arg(long)]
+    pub no_confirm: bool,
+    /// Continue the bisection in --state after an interruption.
+    #[arg(long)]
+    pub resume: bool,
+    /// The state file; kernels, build logs, results and the log go beside it.
+    #[arg(long, default_value = "bootbench-bisect/state.json")]
+    pub state: PathBuf,
+    /// Report prefix: writes PREFIX.txt, PREFIX.json and PREFIX.html
+    /// (default: report.* beside the state file).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// The statistics.
+    #[command(flatten)]
+    pub plan: PlanArgs,
+    /// How kernels are booted.
+    #[command(flatten)]
+    pub boot: BootOptions,
+}
+
+/// `p` made absolute against the current directory.
+pub fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
+    std::path::absolute(p).with_context(|| format!("cannot make {} absolute", p.display()))
+}
+
+fn require<'a, T>(v: &'a Option<T>, flag: &str) -> anyhow::Result<&'a T> {
+    v.as_ref().with_context(|| format!("{flag} is required to start a bisection (or give --resume)"))
+}
+
+/// What the tree had checked out: its branch, else its commit.
+fn current_head(tree: &Path) -> anyhow::Result<String> {
+    if let Ok(b) = git(tree, &["symbolic-ref", "--quiet", "--short", "HEAD"]) {
+        if !b.trim().is_empty() {
+            return Ok(b.trim().to_string());
+        }
+    }
+    Ok(git(tree, &["rev-parse", "HEAD"])?.trim().to_string())
+}
+
+fn check_clean(tree: &Path) -> anyhow::Result<()> {
+    let dirty = git(tree, &["status", "--porcelain", "--untracked-files=no"])?;
+    if !dirty.trim().is_empty() {
+        let files: Vec<&str> = dirty.lines().take(5).collect();
+        bail!(
+            "the tree {} has uncommitted changes to tracked files ({}); commit or stash them first: the bisection checks out other commits",
+            tree.display(),
+            files.join(", ")
+        );
+    }
+    Ok(())
+}
+
+fn start(args: &BisectArgs) -> anyhow::Result<BisectState> {
+    if args.state.exists() {
+        bail!(
+            "{} already exists: give --resume to continue that bisection, or another --state for a new one",
+            args.state.display()
+        );
+    }
+    let tree = absolute(require(&args.tree, "--tree")?)?;
+    let good_rev = require(&args.good, "--good")?;
+    let bad_rev = require(&args.bad, "--bad")?;
+    let build = require(&args.build, "--build")?;
+    let kernel_image = require(&args.kernel_image, "--kernel-image")?;
+    if kernel_image.is_absolute() {
+        bail!("--kernel-image {} must be relative to the tree (e.g. arch/x86/boot/bzImage)", kernel_image.display());
+    }
+    git(&tree, &["rev-parse", "--show-toplevel"])
+        .with_context(|| format!("--tree {} is not a git work tree", tree.display()))?;
+    check_clean(&tree)?;
+    let good = resolve(&tree, good_rev)?;
+    let bad = resolve(&tree, bad_rev)?;
+    if good == bad {
+        bail!("--good {good_rev} and --bad {bad_rev} are the same commit");
+    }
+    let history = GitHistory::open(&tree, &good, &bad, args.first_parent)?;
+    let mut plan = args.plan.plan()?;
+    plan.confirm = !args.no_confirm;
+    let state_path = absolute(&args.state)?;
+    let artifacts = state_path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+    std::fs::create_dir_all(&artifacts).with_context(|| format!("cannot create {}", artifacts.display()))?;
+    let mut settings = LabSettings {
+        tree: tree.clone(),
+        build: Some(build.clone()),
+        kernel_image: kernel_image.clone(),
+        kernel_config: args.kernel_config.clone(),
+        append_file: args.append_file.clone(),
+        checkout: true,
+        first_parent: args.first_parent,
+        build_timeout_s: args.build_timeout,
+        artifacts,
+        boot: args.boot.clone(),
+        initramfs: None,
+        initramfs_sha256: None,
+    };
+    // Builds the initramfs now, so a bad suite or metric fails before the
+    // first kernel build.
+    QemuLab::open(&mut settings, plan.mode, &plan.metric)?;
+    let mut state = BisectState::new(plan, Some(settings), &good, &bad, history.range_commits())?;
+    state.original_head = Some(current_head(&tree)?);
+    state.save(&state_path)?;
+    Ok(state)
+}
+
+fn check_resume_args(args: &BisectArgs, state: &BisectState) -> anyhow::Result<()> {
+    let Some(lab) = &state.lab else { bail!("{} has no lab settings (a simulation's state?)", args.state.display()) };
+    let differs = |flag: &str, given: String, stored: String| {
+        anyhow::anyhow!(
+            "--resume continues the bisection in {} as it was started, but {flag} differs (started with '{stored}', given '{given}'); leave it out",
+            args.state.display()
+        )
+    };
+    if let Some(t) = &args.tree {
+        if absolute(t)? != lab.tree {
+            return Err(differs("--tree", t.display().to_string(), lab.tree.display().to_string()));
+        }
+    }
+    if let Some(b) = &args.build {
+        if Some(b) != lab.build.as_ref() {
+            return Err(differs("--build", b.clone(), lab.build.clone().unwrap_or_default()));
+        }
+    }
+    for (flag, given, stored) in [("--good", &args.good, &state.good), ("--bad", &args.bad, &state.bad)] {
+        if let Some(g) = given {
+            if resolve(&lab.tree, g)? != *stored {
+                return Err(differs(flag, g.clone(), stored.clone()));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn write_reports(state: &BisectState, prefix: &Path) -> anyhow::Result<String> {
+    let r = report::build(state);
+    let text = report::render_text(&r);
+    let with = |ext: &str| {
+        let mut p = prefix.as_os_str().to_owned();
+        p.push(ext);
+        PathBuf::from(p)
+    };
+    for (path, body) in [
+        (with(".txt"), text.clone()),
+        (with(".json"), report::render_json(&r)?),
+        (with(".html"), report::render_html(state)?),
+    ] {
+        std::fs::write(&path, body).with_context(|| format!("cannot write report {}", path.display()))?;
+    }
+    Ok(text)
+}
+
+/// Runs (or resumes) the bisection `args` describes to its end, writes the
+/// reports, and returns its outcome (`None`: it ended without one).
+pub fn bisect(args: &BisectArgs) -> anyhow::Result<Option<Outcome>> {
+    let mut state = if args.resume {
+        let s = BisectState::load(&args.state)?;
+        check_resume_args(args, &s)?;
+        s
+    } else {
+        start(args)?
+    };
+    let state_path = absolute(&args.state)?;
+    let mut settings = state.lab.clone().context("the state has no lab settings")?;
+    let dir = settings.artifacts.clone();
+    let mut journal = FileJournal::new(&state_path, &dir.join("log.jsonl"), false);
+    let prefix = args.output.clone().unwrap_or_else(|| dir.join("report"));
+    if state.phase != Phase::Finished {
+        let mut lab = QemuLab::open(&mut settings, state.plan.mode, &state.plan.metric)?;
+        state.lab = Some(settings.clone());
+        let mut history = GitHistory::open(&settings.tree, &state.good, &state.bad, settings.first_parent)?;
+        let message = if args.resume {
+            format!(
+                "resuming {} ({} boots, {} tests so far)",
+                state_path.display(),
+                state.boots.len(),
+                state.tests.len()
+            )
+        } else {
+            format!(
+                "bisecting {} commits from good {} to bad {} (state {}; at most {:.1}% wrong culprits, {} tests planned)",
+                state.range_commits,
+                &state.good[..12.min(state.good.len())],
+                &state.bad[..12.min(state.bad.len())],
+                state_path.display(),
+                100.0 * state.plan.wrong_culprit_rate,
+                state.budget.planned_tests
+            )
+        };
+        journal.event(Event::new(
+            if args.resume { "resume" } else { "start" },
+            None,
+            message,
+            serde_json::Value::Null,
+        ))?;
+        let result = Driver::new(&mut state, &mut lab, &mut history, &mut journal).run();
+        // Put the tree back as it was, finished or not (a resume checks out
+        // again whatever it needs).
+        if let Some(head) = &state.original_head {
+            if let Err(e) = git(&settings.tree, &["checkout", "--quiet", head]) {
+                eprintln!("bisect: warning: could not check {head} out again in {}: {e}", settings.tree.display());
+            }
+        }
+        if let Err(e) = result {
+            let _ = write_reports(&state, &prefix);
+            return Err(anyhow::Error::new(e).context(format!(
+                "the bisection stopped; its state is saved: continue with `bootbench bisect --resume --state {}`",
+                args.state.display()
+            )));
+        }
+    }
+    let text = write_reports(&state, &prefix)?;
+    print!("{text}");
+    eprintln!("bisect: reports {}.{{txt,json,html}}; log {}", prefix.display(), journal.log_path().display());
+    Ok(state.outcome)
+}

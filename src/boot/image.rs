@@ -1,0 +1,140 @@
+//! `bootbench image`: assembles the initramfs: the static init for the
+//! guest arch, the suite, and the kernel modules the run needs with their
+//! dependency closure (loaded by the init in the listed order).
+
+use crate::boot::init_build;
+use anyhow::Context;
+use image::modules::ModuleTree;
+use image::{Compression, Initramfs};
+use loads::suite::Suite;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// Where the init finds the suite (must match the init's `SUITE_PATH`).
+pub const SUITE_PATH: &str = "etc/bootbench/suite.json";
+/// Where the init finds the module list (must match the init's `MODULES_LIST`).
+pub const MODULES_LIST: &str = "etc/bootbench/modules.load";
+/// Where the init finds the early module list, loaded before the workloads
+/// (must match the init's `EARLY_MODULES_LIST`).
+pub const EARLY_MODULES_LIST: &str = "etc/bootbench/modules-early.load";
+/// Modules a Debian kernel needs for the virtio-serial results port.
+pub const RESULT_PORT_MODULES: &[&str] = &["virtio_console", "virtio_pci"];
+
+/// What to put in an image.
+#[derive(Debug, Clone)]
+pub struct ImageSpec {
+    /// Guest arch (selects the init build).
+    pub arch: qemu::Arch,
+    /// The suite to pack.
+    pub suite: Suite,
+    /// Module names to pack with their dependencies, loaded after the
+    /// workloads.
+    pub modules: Vec<String>,
+    /// Module names to pack with their dependencies, loaded before the
+    /// workloads (the scratch disk's driver and filesystem); a module in
+    /// both lists is loaded early only.
+    pub early_modules: Vec<String>,
+    /// The kernel's `lib/modules/<release>` tree, required when `modules`
+    /// or `early_modules` is not empty.
+    pub modules_dir: Option<PathBuf>,
+    /// A prebuilt static init to pack instead of building one.
+    pub init: Option<PathBuf>,
+    /// Compression of the archive.
+    pub compression: Compression,
+}
+
+/// An image written to disk.
+#[derive(Debug, Clone)]
+pub struct BuiltImage {
+    /// Where it is.
+    pub path: PathBuf,
+    /// sha256 of the file.
+    pub sha256: String,
+    /// Size of the file.
+    pub bytes: u64,
+    /// Size of the uncompressed archive.
+    pub raw_bytes: u64,
+    /// Size of the init binary.
+    pub init_bytes: u64,
+    /// Modules packed for after the workloads, in load order.
+    pub modules: Vec<String>,
+    /// Modules packed for before the workloads, in load order.
+    pub early_modules: Vec<String>,
+}
+
+/// Packs `names` with their dependencies, except those in `skip`, and
+/// writes their load list at `list_path`; returns the names packed.
+fn pack_modules(
+    img: &mut Initramfs,
+    tree: &ModuleTree,
+    names: &[String],
+    skip: &[String],
+    list_path: &str,
+) -> anyhow::Result<Vec<String>> {
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut list = String::new();
+    let mut packed = Vec::new();
+    for m in tree.resolve(&names)? {
+        if skip.contains(&m.name) {
+            continue;
+        }
+        let rel = Path::new("lib/modules").join(tree.release()).join(&m.rel);
+        let rel = rel.to_str().with_context(|| format!("module path {} is not UTF-8", m.path.display()))?;
+        img.add_file_from(rel, 0o644, &m.path)?;
+        list.push_str(rel);
+        list.push('\n');
+        packed.push(m.name);
+    }
+    img.add_file(list_path, 0o644, list.into_bytes())?;
+    Ok(packed)
+}
+
+/// Builds the image described by `spec` into `output`.
+pub fn build(spec: &ImageSpec, output: &Path) -> anyhow::Result<BuiltImage> {
+    let init = match &spec.init {
+        Some(p) => {
+            init_build::check_static(p)?;
+            p.clone()
+        }
+        None => init_build::build(spec.arch.profile().init_target)?,
+    };
+    let init_bytes = std::fs::metadata(&init).with_context(|| format!("cannot read {}", init.display()))?.len();
+    let mut img = Initramfs::new();
+    img.add_file_from("init", 0o755, &init)?;
+    for dir in ["dev", "proc", "sys", "run", "work", "tmp"] {
+        img.add_dir(dir, 0o755)?;
+    }
+    // With a console node in the archive the kernel opens fds 0-2 for the
+    // init before it runs, so even its first message reaches the console.
+    img.add_char_device("dev/console", 0o600, 5, 1)?;
+    img.add_file(SUITE_PATH, 0o644, spec.suite.to_json().into_bytes())?;
+    let mut packed = Vec::new();
+    let mut packed_early = Vec::new();
+    if !spec.modules.is_empty() || !spec.early_modules.is_empty() {
+        let dir = spec.modules_dir.as_ref().with_context(|| {
+            format!(
+                "modules {:?} were asked for, but no kernel modules tree is known (give --modules-dir)",
+                [spec.early_modules.as_slice(), spec.modules.as_slice()].concat()
+            )
+        })?;
+        let tree = ModuleTree::open(dir)?;
+        if !spec.early_modules.is_empty() {
+            packed_early = pack_modules(&mut img, &tree, &spec.early_modules, &[], EARLY_MODULES_LIST)?;
+        }
+        if !spec.modules.is_empty() {
+            // The early list runs first: what it loaded is there already.
+            packed = pack_modules(&mut img, &tree, &spec.modules, &packed_early, MODULES_LIST)?;
+        }
+    }
+    let bytes = img.write_file(output, spec.compression)?;
+    let data = std::fs::read(output).with_context(|| format!("cannot read back {}", output.display()))?;
+    Ok(BuiltImage {
+        path: output.to_path_buf(),
+        sha256: hex::encode(Sha256::digest(&data)),
+        bytes,
+        raw_bytes: img.raw_size() as u64,
+        init_bytes,
+        modules: packed,
+        early_modules: packed_early,
+    })
+}

@@ -1,0 +1,14 @@
+//! Booting kernels: the initramfs and the static init it packs, the kernels
+//! to boot, the plan of boots, QEMU runs with their envelopes, scratch disks
+//! and the upload arrangement of a run. Depends on the results model, the
+//! kernel cache and the `qemu`/`image`/`loads` crates; never on statistics,
+//! reports, bisection or a command.
+
+pub mod image;
+pub mod init_build;
+pub mod kernels;
+pub mod options;
+pub mod order;
+pub mod run_upload;
+pub mod scratch_disk;
+pub mod session;

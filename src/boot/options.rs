@@ -1,0 +1,231 @@
+//! The options of a run of boots, shared by every command that boots
+//! (`run`, `calibrate`, `overhead`, `bisect`): one flag set, so the commands
+//! cannot drift apart, with the parsers of its values (memory sizes,
+//! `--variant`). It derives clap's `Args` so that each command flattens the
+//! same flags; nothing here runs anything.
+
+use anyhow::{bail, Context};
+use std::path::PathBuf;
+
+/// Default vCPUs: enough for the workloads' parallel phases, and what the
+/// machine notes' timings were measured with.
+pub const DEFAULT_SMP: u32 = 2;
+/// Default guest memory.
+pub const DEFAULT_MEM: &str = "1G";
+
+/// Options of `bootbench run` (and of every command that boots).
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunOptions {
+    /// Kernel image to boot; repeat for several kernels (their boots are
+    /// interleaved). Default: the cached Debian kernel for --arch, fetched
+    /// if missing.
+    #[arg(long = "kernel")]
+    pub kernels: Vec<PathBuf>,
+    /// Guest arch: x86_64, i386, ppc64le or ppc64.
+    #[arg(long, default_value = "x86_64")]
+    pub arch: String,
+    /// Built-in suite (quick, standard, full) or a suite JSON file.
+    #[arg(long, default_value = "quick")]
+    pub suite: String,
+    /// Measured iterations per workload (overrides the suite).
+    #[arg(long)]
+    pub iterations: Option<u32>,
+    /// Warmup iterations per workload (overrides the suite).
+    #[arg(long)]
+    pub warmup: Option<u32>,
+    /// Run only these workloads, comma-separated.
+    #[arg(long)]
+    pub workloads: Option<String>,
+    /// Boots per kernel; the boot is the unit of replication.
+    #[arg(long, default_value_t = 1)]
+    pub boots: u32,
+    /// vCPUs.
+    #[arg(long, default_value_t = DEFAULT_SMP)]
+    pub smp: u32,
+    /// Guest memory, e.g. 1G, 512M (a bare number is MiB).
+    #[arg(long, default_value = DEFAULT_MEM)]
+    pub mem: String,
+    /// QEMU CPU model (default: the arch profile's).
+    #[arg(long)]
+    pub cpu: Option<String>,
+    /// Extra kernel cmdline words (validated; a key given twice is an error).
+    #[arg(long)]
+    pub append: Option<String>,
+    /// Label for this kernel group in results and tables.
+    #[arg(long, default_value = "")]
+    pub label: String,
+    /// Boot every kernel once per variant, each variant a group of its
+    /// own: `LABEL=WORDS` adds WORDS to the cmdline (after --append) and
+    /// names the group LABEL (after --label). Repeatable; boots interleave
+    /// over kernels × variants, so a knob's A/B runs in one session, e.g.
+    /// `--variant base= --variant nosmt=nosmt`.
+    #[arg(long = "variant", value_name = "LABEL=WORDS")]
+    pub variants: Vec<String>,
+    /// Accelerator: auto (KVM only where it really works), kvm or tcg.
+    #[arg(long, default_value = "auto")]
+    pub accel: String,
+    /// Guest clock: real, or icount[:SHIFT] (instruction counting: measures
+    /// code-path length and hides cache and lock effects).
+    #[arg(long, default_value = "real")]
+    pub clock: String,
+    /// Seconds until the init must say hello.
+    #[arg(long, default_value_t = 120)]
+    pub timeout_boot: u64,
+    /// Seconds the console may stay silent.
+    #[arg(long, default_value_t = 300)]
+    pub timeout_silence: u64,
+    /// Seconds a whole boot may take.
+    #[arg(long, default_value_t = 3600)]
+    pub timeout_total: u64,
+    /// Retries for a boot that hangs or panics.
+    #[arg(long, default_value_t = 0)]
+    pub retries: u32,
+    /// Use this initramfs instead of building one.
+    #[arg(long)]
+    pub initramfs: Option<PathBuf>,
+    /// The kernel's lib/modules/RELEASE tree (for a kernel not from the cache).
+    #[arg(long)]
+    pub modules_dir: Option<PathBuf>,
+    /// Do not add a virtio-serial results port (console only).
+    #[arg(long)]
+    pub no_port: bool,
+    /// Write the results file here.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Start a results receiver on 127.0.0.1 for this run and have the
+    /// guest upload its result to it over QEMU user networking (the NIC
+    /// modules are packed); the envelope says whether it arrived.
+    #[arg(long, conflicts_with = "upload_url")]
+    pub serve: bool,
+    /// With --serve: keep the received runs in this SQLite store (default:
+    /// a temporary one, gone after the run).
+    #[arg(long, requires = "serve")]
+    pub serve_db: Option<PathBuf>,
+    /// Have the guest upload to this receiver (as the guest sees it: the
+    /// host's 127.0.0.1 is 10.0.2.2).
+    #[arg(long, requires = "upload_token")]
+    pub upload_url: Option<String>,
+    /// The bearer token for --upload-url.
+    #[arg(long, requires = "upload_url")]
+    pub upload_token: Option<String>,
+    /// Boot order with several kernels: interleaved (A B A B ...),
+    /// sequential (A A ... B B ...) or random (each round in a random order).
+    #[arg(long, value_enum, default_value = "interleaved")]
+    pub order: crate::boot::order::BootOrder,
+    /// Scratch disk (ext4 on virtio-blk, mounted at /scratch in the guest):
+    /// auto (on when the suite runs contest: 2 × --mem + 1 GiB), none, or a
+    /// size such as 4G. A fresh sparse image is made for every boot.
+    #[arg(long, default_value = "auto")]
+    pub scratch_disk: String,
+    /// Swap disk: auto (as large as --mem when there is a scratch disk and
+    /// no --zram), none, or a size such as 512M.
+    #[arg(long, default_value = "auto")]
+    pub swap: String,
+    /// Compressed RAM swap in the guest (zram0, used before any swap
+    /// disk): none, auto (half of --mem), or an uncompressed size such as
+    /// 256M. contest's mem_load then swaps to RAM instead of the disk.
+    #[arg(long, default_value = "none")]
+    pub zram: String,
+    /// Block scheduler of the scratch disk: none, mq-deadline, kyber or bfq,
+    /// as the kernel config offers (a module is packed when needed).
+    #[arg(long)]
+    pub iosched: Option<String>,
+}
+
+/// Parses a memory size: `1G`, `512M`, `2048` (MiB).
+pub fn parse_mem_mib(s: &str) -> anyhow::Result<u64> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'G' | 'g')) => (&t[..i], 1024),
+        Some((i, 'M' | 'm')) => (&t[..i], 1),
+        _ => (t, 1),
+    };
+    let n: u64 = num.parse().with_context(|| format!("bad memory size '{s}' (expected e.g. 1G, 512M, 2048)"))?;
+    if n == 0 {
+        bail!("bad memory size '{s}': must be more than 0");
+    }
+    Ok(n * mult)
+}
+
+/// One cmdline variant of `--variant LABEL=WORDS`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variant {
+    /// The group's label.
+    pub label: String,
+    /// Extra cmdline words.
+    pub words: String,
+}
+
+/// Parses the `--variant` values: each `LABEL=WORDS` with a non-empty,
+/// unique label and words the cmdline builder accepts. No variants means
+/// one unnamed variant (the kernel as given).
+pub fn parse_variants(values: &[String]) -> anyhow::Result<Vec<Variant>> {
+    let mut out: Vec<Variant> = Vec::new();
+    for v in values {
+        let Some((label, words)) = v.split_once('=') else {
+            bail!("bad --variant '{v}': expected LABEL=WORDS (e.g. 'nosmt=nosmt', or 'base=' for none)");
+        };
+        let label = label.trim();
+        if label.is_empty() || label.contains(char::is_whitespace) {
+            bail!("bad --variant '{v}': the label must be one non-empty word");
+        }
+        if out.iter().any(|o| o.label == label) {
+            bail!("--variant label '{label}' is given twice");
+        }
+        qemu::KernelCmdline::new(qemu::arch::COMMAND_LINE_SIZE)?
+            .extend_raw(words)
+            .with_context(|| format!("bad --variant '{v}': its words are not a valid kernel cmdline"))?;
+        out.push(Variant { label: label.to_string(), words: words.trim().to_string() });
+    }
+    if out.is_empty() {
+        out.push(Variant { label: String::new(), words: String::new() });
+    }
+    Ok(out)
+}
+
+/// The group label of a boot: `--label`, then the variant's label.
+pub(crate) fn group_label(label: &str, variant: &Variant) -> String {
+    match (label.is_empty(), variant.label.is_empty()) {
+        (_, true) => label.to_string(),
+        (true, false) => variant.label.clone(),
+        (false, false) => format!("{label}/{}", variant.label),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variants_name_groups_and_refuse_bad_input() {
+        let v = |a: &[&str]| parse_variants(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let none = v(&[]).unwrap();
+        assert_eq!(none, [Variant { label: String::new(), words: String::new() }]);
+        let two = v(&["base=", "nosmt=nosmt mitigations=off"]).unwrap();
+        assert_eq!(two[1], Variant { label: "nosmt".into(), words: "nosmt mitigations=off".into() });
+        assert_eq!(group_label("", &two[0]), "base");
+        assert_eq!(group_label("6.1", &two[1]), "6.1/nosmt");
+        assert_eq!(group_label("6.1", &none[0]), "6.1");
+        for (bad, says) in [
+            (vec!["nosmt"], "LABEL=WORDS"),
+            (vec!["=nosmt"], "non-empty word"),
+            (vec!["a b=x"], "non-empty word"),
+            (vec!["a=x", "a=y"], "twice"),
+            (vec!["q=\"unterminated"], "not a valid kernel cmdline"),
+        ] {
+            let e = format!("{:#}", v(&bad).unwrap_err());
+            assert!(e.contains(says), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn memory_sizes() {
+        assert_eq!(parse_mem_mib("1G").unwrap(), 1024);
+        assert_eq!(parse_mem_mib("512M").unwrap(), 512);
+        assert_eq!(parse_mem_mib("2048").unwrap(), 2048);
+        for bad in ["", "0", "lots", "1T", "-1G"] {
+            let e = parse_mem_mib(bad).unwrap_err().to_string();
+            assert!(e.contains("memory size"), "{bad}: {e}");
+        }
+    }
+}

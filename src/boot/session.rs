@@ -1,0 +1,380 @@
+//! A run of boots: for each planned boot, the image, the QEMU run, the
+//! envelope around the guest's document, and the results file written after
+//! every boot so an interrupted run keeps what it finished.
+
+use crate::boot::image::{self as boot_image, ImageSpec, RESULT_PORT_MODULES};
+use crate::boot::kernels::{resolve_kernels, KernelUnderTest};
+use crate::boot::options::{group_label, parse_mem_mib, parse_variants, RunOptions, Variant};
+use crate::results::{
+    BootInfo, BootRecord, ChannelReport, InitramfsRef, KernelRef, MachineShape, QemuRef, ResultsFile,
+};
+use crate::suite_choice::{apply_overrides, load_suite};
+use anyhow::{bail, Context};
+use image::Compression;
+use loads::console_protocol::{ALIVE_CMDLINE_KEY, ICOUNT_ALIVE_INTERVAL_S};
+use loads::schema::RunDocument;
+use qemu::accel::{choose, Accel, AccelRequest};
+use qemu::{Arch, BootSpec, Clock, Timeouts};
+use sha2::{Digest, Sha256};
+use std::path::Path;
+use std::time::Duration;
+
+/// The image for one kernel, with whether it carries the results port.
+struct PreparedImage {
+    built: boot_image::BuiltImage,
+    port: bool,
+}
+
+fn prepare_image(
+    args: &RunOptions,
+    arch: Arch,
+    suite: &loads::suite::Suite,
+    k: &KernelUnderTest,
+    early_modules: &[String],
+    dir: &Path,
+) -> anyhow::Result<PreparedImage> {
+    if let Some(p) = &args.initramfs {
+        let data = std::fs::read(p).with_context(|| format!("cannot read initramfs {}", p.display()))?;
+        let built = boot_image::BuiltImage {
+            path: p.clone(),
+            sha256: hex::encode(Sha256::digest(&data)),
+            bytes: data.len() as u64,
+            raw_bytes: 0,
+            init_bytes: 0,
+            modules: Vec::new(),
+            early_modules: Vec::new(),
+        };
+        return Ok(PreparedImage { built, port: !args.no_port });
+    }
+    let (modules, port) = match (args.no_port, k.virtio_console(), &k.modules_dir) {
+        (true, _, _) => (Vec::new(), false),
+        (false, Some('y'), _) => (Vec::new(), true),
+        (false, Some('m'), Some(_)) => (RESULT_PORT_MODULES.iter().map(|s| s.to_string()).collect(), true),
+        (false, state, _) => {
+            eprintln!(
+                "run: no results port for {}: virtio_console is {} (console only)",
+                k.image.display(),
+                match state {
+                    Some('m') => "a module but the modules tree is unknown (give --modules-dir)",
+                    Some(_) => "not built",
+                    None => "unknown (no kernel config found)",
+                }
+            );
+            (Vec::new(), false)
+        }
+    };
+    let modules = if args.serve || args.upload_url.is_some() {
+        crate::boot::run_upload::image_modules(k.config.as_deref(), k.modules_dir.is_some(), modules)?
+    } else {
+        modules
+    };
+    let spec = ImageSpec {
+        arch,
+        suite: suite.clone(),
+        modules,
+        early_modules: early_modules.to_vec(),
+        modules_dir: k.modules_dir.clone(),
+        init: None,
+        compression: Compression::Gzip,
+    };
+    let out = dir.join(format!("initramfs-{}.cpio.gz", &k.image_sha256[..12]));
+    let built = boot_image::build(&spec, &out)?;
+    Ok(PreparedImage { built, port })
+}
+
+/// The `-append` value QEMU was given.
+fn appended(argv: &[String]) -> String {
+    argv.iter().position(|a| a == "-append").and_then(|i| argv.get(i + 1)).cloned().unwrap_or_default()
+}
+
+/// The boots of `bootbench run`, without printing the table: the results
+/// (also written to `args.output` after every boot, when given).
+pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
+    let arch: Arch = args.arch.parse()?;
+    if args.boots == 0 {
+        bail!("--boots must be at least 1");
+    }
+    let mem_mib = parse_mem_mib(&args.mem)?;
+    let clock: Clock = args.clock.parse()?;
+    let request: AccelRequest = args.accel.parse()?;
+    let choice = choose(request, clock, arch)?;
+    if let (Some(p), true) =
+        (&args.initramfs, args.iterations.is_some() || args.warmup.is_some() || args.workloads.is_some())
+    {
+        bail!(
+            "--iterations, --warmup and --workloads change the suite of an image bootbench builds; the suite packed in --initramfs {} stays as it is: give them as --append bootbench.iterations=N etc. instead",
+            p.display()
+        );
+    }
+    let suite = apply_overrides(load_suite(&args.suite)?, args.iterations, args.warmup, args.workloads.as_deref())?;
+    let variants = parse_variants(&args.variants)?;
+    let storage = crate::boot::scratch_disk::StoragePlan::decide(
+        crate::boot::scratch_disk::SizeChoice::parse("--scratch-disk", &args.scratch_disk)?,
+        crate::boot::scratch_disk::SizeChoice::parse("--swap", &args.swap)?,
+        crate::boot::scratch_disk::SizeChoice::parse("--zram", &args.zram)?,
+        args.iosched.as_deref(),
+        suite.workloads.iter().any(|w| w.name == crate::boot::scratch_disk::CONTEST_WORKLOAD),
+        mem_mib,
+    )?;
+    let kernels = resolve_kernels(args, arch)?;
+    let kernel_storage = kernels
+        .iter()
+        .map(|k| {
+            let config = k.config.as_deref().map(crate::boot::scratch_disk::KernelConfig::read).transpose()?;
+            // A user's --initramfs carries its own modules: only the
+            // scheduler and page size are taken from the config then.
+            crate::boot::scratch_disk::for_kernel(
+                &storage,
+                config.as_ref(),
+                k.modules_dir.is_some() || args.initramfs.is_some(),
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let profile = arch.profile();
+    let qemu_version = qemu::qemu_version(&profile.qemu_binary)?;
+    let work = tempfile::Builder::new().prefix("bootbench-run-").tempdir().context("cannot create a temp dir")?;
+    let mut images = Vec::new();
+    for (k, ks) in kernels.iter().zip(&kernel_storage) {
+        let img = prepare_image(args, arch, &suite, k, &ks.early_modules, work.path())?;
+        eprintln!(
+            "run: initramfs {} ({} bytes, modules: {}{})",
+            img.built.path.display(),
+            img.built.bytes,
+            if img.built.modules.is_empty() { "none".to_string() } else { img.built.modules.join(",") },
+            if img.built.early_modules.is_empty() {
+                String::new()
+            } else {
+                format!("; early: {}", img.built.early_modules.join(","))
+            }
+        );
+        images.push(img);
+    }
+    eprintln!("run: accel {} ({}); {} vCPU, {} MiB", choice.accel, choice.reason, args.smp, mem_mib);
+
+    let mut uploads = match (&args.upload_url, &args.upload_token) {
+        _ if args.serve => Some(crate::boot::run_upload::RunUpload::serve(args.serve_db.as_deref(), work.path())?),
+        (Some(url), Some(token)) => Some(crate::boot::run_upload::RunUpload::elsewhere(url, token)?),
+        _ => None,
+    };
+    let mut file = ResultsFile::default();
+    let total = args.boots as usize * kernels.len() * variants.len();
+    // Interleaved by default (A B A B ...), so host drift cannot pass for a
+    // kernel difference; see boot_order.
+    let order_seed =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let variants = &variants;
+    let units: Vec<(usize, &Variant)> =
+        (0..kernels.len()).flat_map(|ki| variants.iter().map(move |v| (ki, v))).collect();
+    if args.order == crate::boot::order::BootOrder::Random && units.len() > 1 {
+        eprintln!("run: random boot order, seed {order_seed}");
+    }
+    for (round, ui) in crate::boot::order::schedule(args.order, units.len(), args.boots, order_seed) {
+        let (ki, variant) = units[ui];
+        let (k, img) = (&kernels[ki], &images[ki]);
+        let label = group_label(&args.label, variant);
+        {
+            let index = file.boots.len();
+            let mut attempt = 0;
+            let record = loop {
+                let port_file = work.path().join(format!("port-{index}-{attempt}.out"));
+                let disks = crate::boot::scratch_disk::make_disks(
+                    &storage,
+                    kernel_storage[ki].page_size,
+                    work.path(),
+                    &format!("{index}-{attempt}"),
+                )?;
+                if storage.any() {
+                    eprintln!("run: {}", crate::boot::scratch_disk::describe(&disks.record));
+                }
+                let mut spec = BootSpec::new(profile.clone(), &k.image, &img.built.path)?;
+                spec.disks = disks.files.iter().map(|f| (f.clone(), qemu::argv::DiskFormat::Raw)).collect();
+                for (key, value) in storage.cmdline_keys() {
+                    spec.cmdline.push(key, &value)?;
+                }
+                spec.accel = choice.accel;
+                spec.smp = args.smp;
+                spec.mem_mib = mem_mib;
+                spec.cpu = args.cpu.clone();
+                spec.cmdline.push_flag("quiet")?;
+                spec.cmdline.push("bootbench.accel", &choice.accel.to_string())?;
+                if let Some(extra) = &args.append {
+                    spec.cmdline.extend_raw(extra)?;
+                }
+                if !variant.words.is_empty() {
+                    spec.cmdline.extend_raw(&variant.words)?;
+                }
+                if icount_needs_alive_key(choice.accel, &spec.cmdline) {
+                    spec.cmdline.push(ALIVE_CMDLINE_KEY, &ICOUNT_ALIVE_INTERVAL_S.to_string())?;
+                }
+                if img.port {
+                    spec.results_port = Some(port_file.clone());
+                }
+                if let Some(u) = &uploads {
+                    spec.user_net = true;
+                    for (key, value) in u.cmdline_keys() {
+                        spec.cmdline.push(key, value)?;
+                    }
+                }
+                spec.timeouts = Timeouts {
+                    boot: Duration::from_secs(args.timeout_boot),
+                    silence: Duration::from_secs(args.timeout_silence),
+                    total: Duration::from_secs(args.timeout_total),
+                    ..Timeouts::default()
+                };
+                let outcome = qemu::boot(&spec);
+                // The images hold what the guest wrote (up to GBs): gone
+                // after each boot, and made fresh for the next.
+                disks.remove();
+                let outcome = outcome?;
+                let upload_seen = uploads.as_ref().map(|_| (outcome.events.clone(), outcome.document.clone()));
+                let mut record = envelope(args, &label, k, img, &qemu_version, &choice, mem_mib, arch, index, outcome);
+                record.storage = storage.any().then(|| disks.record.clone());
+                record.channels = channel_reports(&record.console_log, img.port.then_some(port_file.as_path()));
+                if let (Some(u), Some((events, doc))) = (&mut uploads, &upload_seen) {
+                    u.attach(&mut record, events, doc.as_deref());
+                }
+                let retry = matches!(record.boot.classification.as_str(), "hang" | "panic" | "oops");
+                eprintln!(
+                    "run: boot {}/{total} (kernel {}{}, round {}): {} in {:.1} s{}",
+                    index + 1,
+                    ki + 1,
+                    if variant.label.is_empty() { String::new() } else { format!(" variant {}", variant.label) },
+                    round + 1,
+                    record.boot.classification,
+                    record.boot.wall_s,
+                    record.boot.detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default()
+                );
+                if retry && attempt < args.retries {
+                    attempt += 1;
+                    eprintln!("run: retrying (attempt {} of {})", attempt + 1, args.retries + 1);
+                    continue;
+                }
+                break record;
+            };
+            file.boots.push(record);
+            if let Some(out) = &args.output {
+                file.write(out)?;
+            }
+        }
+    }
+    if let Some(u) = uploads {
+        u.finish()?;
+    }
+    Ok(file)
+}
+
+/// Whether an icount boot's cmdline needs the shorter `alive` interval:
+/// under icount, guest seconds pass several times slower than the host's,
+/// and the default interval would outlast the host's silence timeout. A
+/// value the user set wins.
+fn icount_needs_alive_key(accel: Accel, cmdline: &qemu::KernelCmdline) -> bool {
+    matches!(accel, Accel::Icount { .. }) && !cmdline.contains(ALIVE_CMDLINE_KEY)
+}
+
+/// Decodes each channel on its own, so the envelope says which one
+/// delivered the stream (the runner merges them into one verdict).
+fn channel_reports(console_log: &str, port_file: Option<&Path>) -> Vec<ChannelReport> {
+    let report = |name: &str, text: &str| {
+        let mut d = loads::console_protocol::Decoder::new();
+        d.feed_text(text);
+        let verdict = d.last_document();
+        ChannelReport { name: name.to_string(), intact: verdict.is_ok(), detail: verdict.err().map(|e| e.to_string()) }
+    };
+    let mut out = vec![report("console", console_log)];
+    if let Some(p) = port_file {
+        out.push(match std::fs::read(p) {
+            Ok(bytes) => report("port", &String::from_utf8_lossy(&bytes)),
+            Err(e) => ChannelReport {
+                name: "port".to_string(),
+                intact: false,
+                detail: Some(format!("no data from the results port file {}: {e}", p.display())),
+            },
+        });
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn envelope(
+    args: &RunOptions,
+    label: &str,
+    k: &KernelUnderTest,
+    img: &PreparedImage,
+    qemu_version: &str,
+    choice: &qemu::AccelChoice,
+    mem_mib: u64,
+    arch: Arch,
+    index: usize,
+    outcome: qemu::BootOutcome,
+) -> BootRecord {
+    let (result, result_error) = match (&outcome.document, &outcome.stream_error) {
+        (Some(text), _) => match serde_json::from_str::<RunDocument>(text) {
+            Ok(mut doc) => {
+                doc.provenance.kernel.image_sha256 = Some(k.image_sha256.clone());
+                doc.provenance.kernel.config_sha256 = k.config_sha256.clone();
+                (Some(doc), None)
+            }
+            Err(e) => (None, Some(format!("the guest's result is intact but not a valid result document: {e}"))),
+        },
+        (None, Some(e)) => (None, Some(e.clone())),
+        (None, None) => (None, Some("no result stream".to_string())),
+    };
+    let detail = match &outcome.classification {
+        qemu::Classification::Ok => None,
+        other => Some(other.to_string()),
+    };
+    BootRecord {
+        label: label.to_string(),
+        cmdline: appended(&outcome.argv),
+        kernel: KernelRef {
+            path: k.image.clone(),
+            image_sha256: k.image_sha256.clone(),
+            config_sha256: k.config_sha256.clone(),
+            package: k.package.clone(),
+            release: k.release.clone(),
+        },
+        initramfs: InitramfsRef {
+            path: img.built.path.clone(),
+            sha256: img.built.sha256.clone(),
+            bytes: img.built.bytes,
+        },
+        qemu: QemuRef { version: qemu_version.to_string(), argv: outcome.argv.clone() },
+        machine: MachineShape {
+            arch: arch.to_string(),
+            smp: args.smp,
+            mem_mib,
+            cpu: args.cpu.clone(),
+            accel: choice.accel.to_string(),
+            accel_reason: choice.reason.clone(),
+        },
+        boot: BootInfo {
+            index: index as u32,
+            classification: outcome.classification.name().to_string(),
+            detail,
+            wall_s: outcome.timings.wall.as_secs_f64(),
+            to_hello_s: outcome.timings.to_hello.map(|d| d.as_secs_f64()),
+            qemu_status: outcome.qemu_status,
+        },
+        result,
+        result_error,
+        channels: Vec::new(),
+        upload: None,
+        storage: None,
+        console_log: outcome.console_log,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn icount_boots_ask_for_frequent_alive_events_unless_told_otherwise() {
+        let mut c = qemu::KernelCmdline::new(2048).unwrap();
+        c.push("console", "ttyS0").unwrap();
+        assert!(icount_needs_alive_key(Accel::Icount { shift: 0 }, &c));
+        assert!(!icount_needs_alive_key(Accel::Tcg, &c), "real-clock boots keep the 60 s default");
+        c.extend_raw("bootbench.alive=30").unwrap();
+        assert!(!icount_needs_alive_key(Accel::Icount { shift: 3 }, &c), "the user's value wins");
+    }
+}

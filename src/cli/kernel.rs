@@ -1,0 +1,165 @@
+//! `bootbench kernel ...`: the kernel cache from the command line: fetch
+//! Debian kernels and sources, print the appliance's config fragment, build
+//! a kernel from a tree, and check whether a kernel can run the appliance.
+
+use crate::kernel::build::{self, BuildSpec, Destination};
+use crate::kernel::{self, check, config_fragment, source, DebianArch};
+use anyhow::Context;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Kernel subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum KernelCommand {
+    /// Download a stock Debian kernel (never installed) into the cache and
+    /// print where it is. A cached kernel is reused unless --update is given.
+    Fetch {
+        /// Guest arch: x86_64 (amd64), i386 or ppc64le.
+        #[arg(long, default_value = "x86_64")]
+        arch: String,
+        /// Fetch the newest kernel even if one is cached, and make it the default.
+        #[arg(long)]
+        update: bool,
+        /// Cache directory (default: $BOOTBENCH_CACHE or ~/.cache/bootbench/kernels).
+        #[arg(long)]
+        cache: Option<PathBuf>,
+    },
+    /// Print the Kconfig fragment the appliance needs for an arch (merge it
+    /// into a defconfig with scripts/kconfig/merge_config.sh, then run
+    /// `make olddefconfig`; `bootbench kernel build` does all of it).
+    Config {
+        /// Guest arch: x86_64, i386, ppc64 or ppc64le.
+        #[arg(long)]
+        arch: String,
+    },
+    /// Download Debian's kernel source package (never installed) into the
+    /// cache, unpack it, and print the tree's path (for `kernel build --tree`).
+    Source {
+        /// The source package.
+        #[arg(long, default_value = source::DEFAULT_PACKAGE)]
+        package: String,
+        /// Cache directory (default: $BOOTBENCH_CACHE or ~/.cache/bootbench/kernels).
+        #[arg(long)]
+        cache: Option<PathBuf>,
+    },
+    /// Build a kernel for the appliance from a kernel source tree: the
+    /// arch's defconfig (pseries_defconfig for ppc64), no modules, large
+    /// subsystems off, the appliance's fragment merged, built out of tree
+    /// with the cross compiler. Installs it into the cache as the arch's
+    /// built default (what `bootbench run --arch ppc64` boots), or into -o.
+    Build {
+        /// The kernel source tree (e.g. from `bootbench kernel source`).
+        #[arg(long)]
+        tree: PathBuf,
+        /// Guest arch: x86_64, i386, ppc64 or ppc64le.
+        #[arg(long)]
+        arch: String,
+        /// Parallel make jobs (default: the number of CPUs).
+        #[arg(long)]
+        jobs: Option<u32>,
+        /// Install into this directory instead of the cache.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Out-of-tree build directory (default: TREE/.bootbench-build-ARCH).
+        #[arg(long)]
+        build_dir: Option<PathBuf>,
+        /// Another Kconfig fragment to merge after the appliance's (repeatable).
+        #[arg(long = "fragment")]
+        fragments: Vec<PathBuf>,
+        /// Cache directory (default: $BOOTBENCH_CACHE or ~/.cache/bootbench/kernels).
+        #[arg(long)]
+        cache: Option<PathBuf>,
+    },
+    /// Tell from a kernel's config whether it can run the appliance, naming
+    /// each missing option; exits 1 when it cannot.
+    Check {
+        /// A kernel config, a kernel image (its config is found beside it, in
+        /// its build tree, or embedded), or a cache entry. Default: the
+        /// cached default kernel of --arch.
+        kernel: Option<PathBuf>,
+        /// Guest arch to check for (default: the config's own).
+        #[arg(long)]
+        arch: Option<String>,
+        /// List the options that are fine too.
+        #[arg(long)]
+        all: bool,
+        /// Cache directory, for the default kernel.
+        #[arg(long)]
+        cache: Option<PathBuf>,
+    },
+}
+
+/// Runs a kernel subcommand.
+pub fn run(cmd: &KernelCommand) -> anyhow::Result<ExitCode> {
+    let root = |cache: &Option<PathBuf>| cache.clone().unwrap_or_else(kernel::default_cache_root);
+    match cmd {
+        KernelCommand::Fetch { arch, update, cache } => {
+            let arch: DebianArch = arch.parse()?;
+            let k = kernel::fetch(arch, *update, &root(cache))?;
+            println!("kernel   {} {} ({})", k.info.package, k.info.version, k.info.release);
+            println!("image    {}", k.image().display());
+            println!("config   {}", k.config().display());
+            println!("modules  {}", k.modules_dir().display());
+            Ok(ExitCode::SUCCESS)
+        }
+        KernelCommand::Config { arch } => {
+            let arch: qemu::Arch = arch.parse()?;
+            print!("{}", config_fragment::fragment(arch));
+            Ok(ExitCode::SUCCESS)
+        }
+        KernelCommand::Source { package, cache } => {
+            let tree = source::source_tree(package, &root(cache))?;
+            println!("{}", tree.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        KernelCommand::Build { tree, arch, jobs, output, build_dir, fragments, cache } => {
+            let arch: qemu::Arch = arch.parse()?;
+            let jobs = match jobs {
+                Some(0) => anyhow::bail!("--jobs must be at least 1"),
+                Some(n) => *n,
+                None => std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+            };
+            for f in fragments {
+                anyhow::ensure!(f.is_file(), "config fragment {} does not exist or is not a file", f.display());
+            }
+            let destination = match output {
+                Some(dir) => Destination::Dir(dir.clone()),
+                None => Destination::Cache(root(cache)),
+            };
+            let spec = BuildSpec {
+                tree: tree.clone(),
+                arch,
+                jobs,
+                build_dir: build_dir.clone(),
+                extra_fragments: fragments.clone(),
+                destination,
+            };
+            let k = build::build(&spec)?;
+            println!("kernel   {} {} (built in {:.0} s)", arch, k.info.release, k.info.build_seconds);
+            println!("image    {}", k.image().display());
+            println!("config   {}", k.config().display());
+            println!("pages    {}", k.info.page_size.map_or("unknown".to_string(), |p| format!("{} KiB", p / 1024)));
+            Ok(ExitCode::SUCCESS)
+        }
+        KernelCommand::Check { kernel, arch, all, cache } => {
+            let arch: Option<qemu::Arch> = arch.as_deref().map(str::parse).transpose()?;
+            let path = match kernel {
+                Some(p) => p.clone(),
+                None => {
+                    let arch = arch.context("give a kernel (or config) to check, or --arch for the cached default")?;
+                    kernel::defaults::default_config(arch, &root(cache))?
+                }
+            };
+            let located = check::locate(&path)?;
+            let arch = check::arch_for(&located, arch)?;
+            let report = check::check(&located.config, arch);
+            println!(
+                "config   {}{}",
+                located.source.display(),
+                if located.embedded { " (embedded in the image)" } else { "" }
+            );
+            print!("{}", report.render(*all));
+            Ok(if report.can_run() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! `bootbench local`: the suite's workloads on this host, without booting.
+
+use crate::boot::options::parse_mem_mib;
+use crate::report::summary_table;
+use crate::suite_choice::{apply_overrides, bound_contest_memory, load_suite, mem_available_bytes};
+use anyhow::Context;
+use loads::schema::RunDocument;
+use std::path::PathBuf;
+
+/// Options of `bootbench local`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LocalArgs {
+    /// The suite, as a word: `bootbench local contest` is `--suite contest`.
+    #[arg(value_name = "SUITE", conflicts_with = "suite")]
+    pub suite_word: Option<String>,
+    /// Built-in suite name (quick, standard, full, contest) or a suite JSON file.
+    #[arg(long, default_value = "quick")]
+    pub suite: String,
+    /// Measured iterations per workload (overrides the suite).
+    #[arg(long)]
+    pub iterations: Option<u32>,
+    /// Warmup iterations per workload (overrides the suite).
+    #[arg(long)]
+    pub warmup: Option<u32>,
+    /// Run only these workloads, comma-separated.
+    #[arg(long)]
+    pub workloads: Option<String>,
+    /// Directory the workloads write in (default: a fresh temporary one).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// Write the result document here.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// The RAM size contest's loads are sized from on this host (io_load's
+    /// and read_load's files, mem_load touches 110% of it), e.g. 1G or
+    /// 512M; at most half of the host's available memory, so a local
+    /// contest never takes the host down. A suite's own `mem_bytes` wins.
+    #[arg(long, default_value = "1G")]
+    pub mem: String,
+}
+
+/// Runs `bootbench local`: the workloads, the table, and `-o`'s document.
+pub fn run(args: &LocalArgs) -> anyhow::Result<RunDocument> {
+    let mut suite = apply_overrides(
+        load_suite(args.suite_word.as_ref().unwrap_or(&args.suite))?,
+        args.iterations,
+        args.warmup,
+        args.workloads.as_deref(),
+    )?;
+    let mem_mib = parse_mem_mib(&args.mem).context("--mem")?;
+    bound_contest_memory(&mut suite, mem_mib, mem_available_bytes())?;
+    let doc = crate::local::run_suite(&suite, args.work_dir.as_deref())?;
+    print!("{}", summary_table::render_document(&doc));
+    if let Some(out) = &args.output {
+        let json = serde_json::to_vec_pretty(&doc)?;
+        std::fs::write(out, json).with_context(|| format!("cannot write {}", out.display()))?;
+        eprintln!("local: wrote {}", out.display());
+    }
+    Ok(doc)
+}

@@ -1,0 +1,110 @@
+//! The command line: one small file per subcommand, each turning its
+//! arguments into a call of the library and the outcome into an exit
+//! status. Nothing below `cli` depends on it.
+
+pub mod bisect;
+pub mod bisect_run;
+pub mod bisect_sim;
+pub mod calibrate;
+pub mod compare;
+pub mod contest_report;
+pub mod image;
+pub mod kernel;
+pub mod local;
+pub mod nbench_compat;
+pub mod overhead;
+pub mod report;
+pub mod run;
+pub mod serve;
+pub mod upload;
+
+use crate::bisect::session::BisectArgs;
+use crate::boot::options::RunOptions;
+use crate::nbench_compat::NbenchCompatOptions;
+use crate::overhead::OverheadOptions;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Bootable benchmark appliance for Linux kernels.
+#[derive(Debug, Parser)]
+#[command(name = "bootbench", version, about)]
+pub struct Cli {
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Kernels: fetch Debian kernels, build one for the appliance, check a config.
+    #[command(subcommand)]
+    Kernel(kernel::KernelCommand),
+    /// Build an initramfs with the static init, a suite and kernel modules.
+    Image(image::ImageArgs),
+    /// Boot kernels in QEMU, run the suite, and collect checked results.
+    Run(Box<RunOptions>),
+    /// Run the suite's workloads on this host, without booting.
+    Local(local::LocalArgs),
+    /// Bisect a kernel tree for a performance regression (or boot failures),
+    /// unattended and resumable.
+    Bisect(Box<BisectArgs>),
+    /// One step for `git bisect run`: exit 0 good, 1 bad, 125 skip, 128 abort
+    /// (`bootbench bisect-run --help` for its options).
+    #[command(disable_help_flag = true)]
+    BisectRun {
+        /// Options, parsed by bisect-run itself so that even a bad option
+        /// exits 128 (abort) rather than a status git reads as "bad".
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Measure the bisection strategy on synthetic noisy histories.
+    BisectSim(bisect_sim::SimArgs),
+    /// Measure the appliance's own cost: image sizes, boot-to-init and
+    /// init-to-workload times, PID 1's wake-ups, run wall time, fork-rate CV.
+    Overhead(OverheadOptions),
+    /// Our dbench and tbench side by side with Debian's on this host (same
+    /// loadfile, clients, directory and time, interleaved): throughput ratio.
+    NbenchCompat(NbenchCompatOptions),
+    /// Compare kernels: % of baseline ± stddev, change with its interval,
+    /// p-value corrected for the number of metrics, and a verdict.
+    Compare(compare::CompareArgs),
+    /// contest's table (Time, CPU%, Loads, LCPU%, Ratio per row and kernel)
+    /// from results files, in the layout of the 2003 contest reports.
+    ContestReport(contest_report::ContestReportArgs),
+    /// A/A calibration on one kernel: false-positive rate, spread, the
+    /// smallest detectable change and the boots to ask for.
+    Calibrate(Box<calibrate::CalibrateArgs>),
+    /// Receive uploaded runs over HTTP into a SQLite store, and list them.
+    Serve(serve::ServeArgs),
+    /// Upload saved results (a results file or one document) to a receiver.
+    Upload(upload::UploadArgs),
+    /// Print the table of a results file written by `bootbench run -o`.
+    Report {
+        /// The results file.
+        file: PathBuf,
+    },
+}
+
+/// Runs the subcommand `cli` names: its exit status, or an error for the
+/// caller to print.
+pub fn dispatch(cli: &Cli) -> anyhow::Result<ExitCode> {
+    match &cli.command {
+        Command::Kernel(k) => kernel::run(k),
+        Command::Image(a) => image::run(a),
+        Command::Run(a) => run::run(a),
+        Command::Local(a) => local::run(a).map(|_| ExitCode::SUCCESS),
+        Command::Bisect(a) => bisect::run(a),
+        Command::BisectRun { args } => Ok(bisect_run::bisect_run(args)),
+        Command::BisectSim(a) => bisect_sim::bisect_sim(a),
+        Command::Overhead(a) => overhead::run(a),
+        Command::NbenchCompat(a) => nbench_compat::run(a),
+        Command::Compare(a) => compare::run(a),
+        Command::ContestReport(a) => contest_report::run(a),
+        Command::Calibrate(a) => calibrate::run(a),
+        Command::Serve(a) => serve::run(a),
+        Command::Upload(a) => upload::run(a),
+        Command::Report { file } => report::run(file),
+    }
+}

@@ -1,0 +1,29 @@
+//! The kernel a run boots when none is given: the fetched Debian kernel of
+//! the arch, or the one built into the cache where Debian has none.
+
+use super::arch::DebianArch;
+use super::{build, fetch};
+use anyhow::Context;
+use std::path::{Path, PathBuf};
+
+/// The config of the kernel `bootbench run --arch ARCH` boots by default:
+/// the fetched Debian kernel, or the built one where Debian has none.
+pub fn default_config(arch: qemu::Arch, root: &Path) -> anyhow::Result<PathBuf> {
+    match DebianArch::for_target(arch) {
+        Ok(debian) => {
+            let k = fetch::cached(debian, root)?.with_context(|| {
+                format!("no {arch} kernel in {}: run `bootbench kernel fetch --arch {arch}`", root.display())
+            })?;
+            Ok(k.config())
+        }
+        Err(_) => {
+            let k = build::cached(arch, root)?.with_context(|| {
+                format!(
+                    "no {arch} kernel built in {}: run `bootbench kernel build --tree \"$(bootbench kernel source)\" --arch {arch}`",
+                    build::arch_dir(root, arch).display()
+                )
+            })?;
+            Ok(k.config())
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! Reading results written by other versions of bootbench: the guest
+//! document's `schema_version` is dispatched through a chain of migration
+//! steps, each turning version k into k + 1, up to the version this build
+//! understands. A document newer than that, or older than the oldest step,
+//! is refused with a message that says which. Owns the JSON-level upgrade
+//! only; it never changes a file on disk.
+
+use crate::results::{ResultsFile, ENVELOPE_VERSION, FORMAT};
+use loads::schema::{RunDocument, SCHEMA_VERSION};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// One upgrade step: a document of version k in, version k + 1 out.
+pub type Step = fn(Value) -> Result<Value, String>;
+
+/// The migration chain of this build: `STEPS[i]` upgrades version
+/// `OLDEST + i`. Version 1 is the first published layout, so the chain is
+/// empty; add a step here (and bump `SCHEMA_VERSION`) when the layout
+/// changes.
+pub const STEPS: &[Step] = &[];
+/// The oldest document version this build can read.
+pub const OLDEST: u32 = SCHEMA_VERSION - STEPS.len() as u32;
+
+/// Errors reading a document or results file of another version.
+#[derive(Debug, thiserror::Error)]
+pub enum MigrationError {
+    /// The document has no `schema_version`.
+    #[error("{context}: the result document has no numeric schema_version")]
+    NoVersion {
+        /// Where the document came from.
+        context: String,
+    },
+    /// Written by a newer bootbench.
+    #[error("{context}: result schema version {version} is newer than this bootbench reads (up to {current}); use a newer bootbench")]
+    Newer {
+        /// Where the document came from.
+        context: String,
+        /// Its version.
+        version: u64,
+        /// The newest this build reads.
+        current: u32,
+    },
+    /// Older than any migration step.
+    #[error(
+        "{context}: result schema version {version} is older than any this bootbench can migrate (oldest: {oldest})"
+    )]
+    TooOld {
+        /// Where the document came from.
+        context: String,
+        /// Its version.
+        version: u64,
+        /// The oldest readable version.
+        oldest: u32,
+    },
+    /// A step failed.
+    #[error("{context}: migrating the result document from schema version {from} failed: {why}")]
+    Step {
+        /// Where the document came from.
+        context: String,
+        /// The step's source version.
+        from: u32,
+        /// What the step said.
+        why: String,
+    },
+    /// After migration the document does not have the current shape.
+    #[error("{context}: the result document (schema version {version}) is not valid")]
+    Invalid {
+        /// Where the document came from.
+        context: String,
+        /// The version it claimed.
+        version: u64,
+        /// Parser error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The results file cannot be read.
+    #[error("cannot read results file {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The results file is not JSON or not a results envelope.
+    #[error("{path} is not a bootbench results file")]
+    NotResults {
+        /// The file.
+        path: PathBuf,
+        /// Parser error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Wrong format marker or a newer envelope.
+    #[error("{path}: unsupported results format '{format}' version {version} (this bootbench reads '{FORMAT}' up to version {ENVELOPE_VERSION})")]
+    Envelope {
+        /// The file.
+        path: PathBuf,
+        /// Its format field.
+        format: String,
+        /// Its version.
+        version: u64,
+    },
+}
+
+/// Upgrades a document through `steps` (which start at version `oldest`)
+/// to `current` and parses it. Separate from [`migrate_document`] so the
+/// dispatch can be tested with a chain of its own.
+pub fn migrate_with(
+    mut doc: Value,
+    steps: &[Step],
+    oldest: u32,
+    current: u32,
+    context: &str,
+) -> Result<RunDocument, MigrationError> {
+    let context = context.to_string();
+    let version = doc
+        .get("schema_version")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| MigrationError::NoVersion { context: context.clone() })?;
+    if version > u64::from(current) {
+        return Err(MigrationError::Newer { context, version, current });
+    }
+    if version < u64::from(oldest) {
+        return Err(MigrationError::TooOld { context, version, oldest });
+    }
+    let mut at = version as u32;
+    while at < current {
+        let step = steps.get((at - oldest) as usize).ok_or_else(|| MigrationError::Step {
+            context: context.clone(),
+            from: at,
+            why: "no step".into(),
+        })?;
+        doc = step(doc).map_err(|why| MigrationError::Step { context: context.clone(), from: at, why })?;
+        at += 1;
+        if let Some(obj) = doc.as_object_mut() {
+            obj.insert("schema_version".into(), at.into());
+        }
+    }
+    serde_json::from_value(doc).map_err(|source| MigrationError::Invalid { context, version, source })
+}
+
+/// Reads a guest document of any version this build can migrate.
+pub fn migrate_document(doc: Value, context: &str) -> Result<RunDocument, MigrationError> {
+    migrate_with(doc, STEPS, OLDEST, SCHEMA_VERSION, context)
+}
+
+/// Reads a results file, migrating every boot's guest document.
+pub fn read_results(path: &Path) -> Result<ResultsFile, MigrationError> {
+    let text = std::fs::read_to_string(path).map_err(|source| MigrationError::Read { path: path.into(), source })?;
+    let mut value: Value =
+        serde_json::from_str(&text).map_err(|source| MigrationError::NotResults { path: path.into(), source })?;
+    let format = value.get("format").and_then(Value::as_str).unwrap_or_default().to_string();
+    let version = value.get("version").and_then(Value::as_u64).unwrap_or(0);
+    if format != FORMAT || version == 0 || version > u64::from(ENVELOPE_VERSION) {
+        return Err(MigrationError::Envelope { path: path.into(), format, version });
+    }
+    let mut docs = Vec::new();
+    if let Some(boots) = value.get_mut("boots").and_then(Value::as_array_mut) {
+        for (i, boot) in boots.iter_mut().enumerate() {
+            let doc = boot.get_mut("result").map(Value::take).unwrap_or(Value::Null);
+            docs.push(if doc.is_null() {
+                None
+            } else {
+                Some(migrate_document(doc, &format!("{} boot #{i}", path.display()))?)
+            });
+        }
+    }
+    let mut file: ResultsFile =
+        serde_json::from_value(value).map_err(|source| MigrationError::NotResults { path: path.into(), source })?;
+    for (boot, doc) in file.boots.iter_mut().zip(docs) {
+        boot.result = doc;
+    }
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::BootRecord;
+    use loads::schema::{GuestTimings, Provenance, Status};
+
+    fn current_doc() -> RunDocument {
+        RunDocument {
+            schema_version: SCHEMA_VERSION,
+            run_id: "r1".into(),
+            status: Status::Complete,
+            errors: vec![],
+            provenance: Provenance::default(),
+            timings: GuestTimings::default(),
+            workloads: vec![],
+        }
+    }
+
+    #[test]
+    fn current_version_reads_unchanged() {
+        let doc = current_doc();
+        let v = serde_json::to_value(&doc).unwrap();
+        assert_eq!(migrate_document(v, "t").unwrap(), doc);
+    }
+
+    #[test]
+    fn newer_missing_and_too_old_versions_are_refused_clearly() {
+        let mut v = serde_json::to_value(current_doc()).unwrap();
+        v["schema_version"] = (SCHEMA_VERSION + 1).into();
+        let e = migrate_document(v.clone(), "run.json boot #3").unwrap_err();
+        assert!(matches!(e, MigrationError::Newer { .. }), "{e}");
+        assert!(e.to_string().contains("run.json boot #3") && e.to_string().contains("newer"), "{e}");
+        v.as_object_mut().unwrap().remove("schema_version");
+        assert!(matches!(migrate_document(v.clone(), "t"), Err(MigrationError::NoVersion { .. })));
+        v["schema_version"] = 0.into();
+        let e = migrate_document(v, "t").unwrap_err();
+        assert!(matches!(e, MigrationError::TooOld { version: 0, .. }), "{e}");
+    }
+
+    /// The dispatch walks a chain step by step; tested with a chain of its
+    /// own (a step renaming `id` to `run_id`), since this build has no
+    /// older version yet.
+    #[test]
+    fn dispatch_runs_each_step_in_order() {
+        fn rename_id(mut v: Value) -> Result<Value, String> {
+            let obj = v.as_object_mut().ok_or("not an object")?;
+            let id = obj.remove("id").ok_or("no id")?;
+            obj.insert("run_id".into(), id);
+            Ok(v)
+        }
+        fn nothing(v: Value) -> Result<Value, String> {
+            Ok(v)
+        }
+        let mut v = serde_json::to_value(current_doc()).unwrap();
+        let obj = v.as_object_mut().unwrap();
+        let id = obj.remove("run_id").unwrap();
+        obj.insert("id".into(), id);
+        obj.insert("schema_version".into(), 7.into());
+        let steps: &[Step] = &[rename_id, nothing];
+        let doc = migrate_with(v.clone(), steps, 7, 9, "t").unwrap();
+        assert_eq!(doc.run_id, "r1");
+        assert_eq!(doc.schema_version, 9);
+        // A failing step names its source version and reason.
+        let e = migrate_with(serde_json::json!({"schema_version": 7}), steps, 7, 9, "t").unwrap_err();
+        assert!(e.to_string().contains("from schema version 7 failed: no id"), "{e}");
+        // After migration the shape is still checked.
+        let e = migrate_with(serde_json::json!({"schema_version": 8}), steps, 7, 9, "t").unwrap_err();
+        assert!(matches!(e, MigrationError::Invalid { version: 8, .. }), "{e}");
+    }
+
+    #[test]
+    fn results_files_are_read_through_the_migration() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.json");
+        let mut f = ResultsFile::default();
+        f.boots.push(BootRecord { label: "a".into(), result: Some(current_doc()), ..Default::default() });
+        f.boots.push(BootRecord { label: "b".into(), ..Default::default() });
+        f.write(&p).unwrap();
+        assert_eq!(read_results(&p).unwrap(), f);
+
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        v["boots"][0]["result"]["schema_version"] = 99.into();
+        std::fs::write(&p, v.to_string()).unwrap();
+        let e = read_results(&p).unwrap_err().to_string();
+        assert!(e.contains("r.json boot #0") && e.contains("99"), "{e}");
+
+        std::fs::write(&p, r#"{"format":"bootbench-results","version":9,"boots":[]}"#).unwrap();
+        assert!(matches!(read_results(&p), Err(MigrationError::Envelope { version: 9, .. })));
+        std::fs::write(&p, "{").unwrap();
+        assert!(matches!(read_results(&p), Err(MigrationError::NotResults { .. })));
+    }
+}

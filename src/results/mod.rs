@@ -1,0 +1,265 @@
+//! The host's results file: each boot's guest document inside a host
+//! envelope with what the guest cannot know (QEMU's argv and version, image
+//! hashes, the boot's classification, the console log). The bottom of the
+//! host crate: it depends on the guest's schema (`loads::schema`) and on
+//! nothing else of this crate, least of all a service or a command.
+
+pub mod migration;
+pub mod storage;
+pub mod upload;
+pub mod upload_plan;
+
+use loads::schema::RunDocument;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The `format` field of every results file.
+pub const FORMAT: &str = "bootbench-results";
+/// Version of the envelope layout (the guest document has its own).
+pub const ENVELOPE_VERSION: u32 = 1;
+
+/// Errors reading or writing results files.
+#[derive(Debug, thiserror::Error)]
+pub enum ResultsFileError {
+    /// The file cannot be read.
+    #[error("cannot read results file {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not JSON of the expected shape.
+    #[error("{path} is not a bootbench results file")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Parser error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Wrong format marker or a newer envelope version.
+    #[error("{path}: unsupported results format '{format}' version {version} (this bootbench reads '{FORMAT}' up to version {ENVELOPE_VERSION})")]
+    Unsupported {
+        /// The file.
+        path: PathBuf,
+        /// Its format field.
+        format: String,
+        /// Its version.
+        version: u32,
+    },
+    /// The file cannot be written.
+    #[error("cannot write results file {path}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The kernel a boot used.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelRef {
+    /// Path of the image booted.
+    pub path: PathBuf,
+    /// sha256 of the image.
+    pub image_sha256: String,
+    /// sha256 of its config, when a config was found beside it.
+    #[serde(default)]
+    pub config_sha256: Option<String>,
+    /// Debian package and exact version, for fetched kernels.
+    #[serde(default)]
+    pub package: Option<String>,
+    /// Kernel release, when known on the host.
+    #[serde(default)]
+    pub release: Option<String>,
+}
+
+/// The initramfs a boot used.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InitramfsRef {
+    /// Path of the image.
+    pub path: PathBuf,
+    /// sha256 of the image.
+    pub sha256: String,
+    /// Size in bytes.
+    pub bytes: u64,
+}
+
+/// QEMU as run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QemuRef {
+    /// `qemu-system-* --version`, first line.
+    pub version: String,
+    /// The full argv.
+    pub argv: Vec<String>,
+}
+
+/// The virtual machine's shape; it decides job counts and load sizes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MachineShape {
+    /// Guest arch.
+    pub arch: String,
+    /// vCPUs.
+    pub smp: u32,
+    /// Memory in MiB.
+    pub mem_mib: u64,
+    /// CPU model, when one was asked for.
+    #[serde(default)]
+    pub cpu: Option<String>,
+    /// `kvm`, `tcg` or `icount`.
+    pub accel: String,
+    /// Why that accel mode was chosen.
+    #[serde(default)]
+    pub accel_reason: String,
+}
+
+/// How a boot ended and how long it took.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BootInfo {
+    /// 0-based boot index within the run.
+    pub index: u32,
+    /// ok, panic, oops, hang, qemu_failure or incomplete.
+    pub classification: String,
+    /// Details: the panic line, the timeout, what chunks were lost.
+    #[serde(default)]
+    pub detail: Option<String>,
+    /// Host wall time from QEMU start to exit.
+    pub wall_s: f64,
+    /// Host wall time until the init said hello.
+    #[serde(default)]
+    pub to_hello_s: Option<f64>,
+    /// QEMU's exit status (recorded, never the verdict).
+    #[serde(default)]
+    pub qemu_status: Option<i32>,
+}
+
+/// One result channel of a boot and whether it carried the guest's result
+/// stream intact on its own. The host merges the channels, so a result can
+/// arrive even when each channel lost a part; this says which one worked.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChannelReport {
+    /// `console` (the serial console) or `port` (the virtio-serial results port).
+    pub name: String,
+    /// Whether this channel alone held the complete, checksummed stream.
+    pub intact: bool,
+    /// What was wrong with it, when it was not intact.
+    #[serde(default)]
+    pub detail: Option<String>,
+}
+
+/// One boot: envelope plus the guest's document.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BootRecord {
+    /// User label (`--label`).
+    pub label: String,
+    /// The kernel cmdline as passed.
+    pub cmdline: String,
+    /// Kernel image.
+    pub kernel: KernelRef,
+    /// Initramfs.
+    pub initramfs: InitramfsRef,
+    /// QEMU.
+    pub qemu: QemuRef,
+    /// Machine shape and accel.
+    pub machine: MachineShape,
+    /// Boot outcome.
+    pub boot: BootInfo,
+    /// The guest's document when it arrived intact.
+    #[serde(default)]
+    pub result: Option<RunDocument>,
+    /// Why there is no document (or why it was refused).
+    #[serde(default)]
+    pub result_error: Option<String>,
+    /// Each result channel the boot had, and whether it delivered the
+    /// stream intact by itself.
+    #[serde(default)]
+    pub channels: Vec<ChannelReport>,
+    /// The guest's HTTP upload, when the run asked for one (`--serve`,
+    /// `--upload-url`).
+    #[serde(default)]
+    pub upload: Option<upload::UploadRecord>,
+    /// The scratch and swap disks the host made for this boot (sizes, the
+    /// mke2fs/mkswap used), when it had any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<storage::HostStorage>,
+    /// The whole console log.
+    pub console_log: String,
+}
+
+impl BootRecord {
+    /// Boots with the same key belong to one kernel group.
+    pub fn group_key(&self) -> (String, String, String) {
+        (self.kernel.image_sha256.clone(), self.cmdline.clone(), self.label.clone())
+    }
+}
+
+/// A results file: any number of boots, possibly of several kernels.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultsFile {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// Envelope version.
+    pub version: u32,
+    /// Boots in the order they ran.
+    pub boots: Vec<BootRecord>,
+}
+
+impl Default for ResultsFile {
+    fn default() -> Self {
+        ResultsFile { format: FORMAT.into(), version: ENVELOPE_VERSION, boots: Vec::new() }
+    }
+}
+
+impl ResultsFile {
+    /// Reads and checks a results file.
+    pub fn read(path: &Path) -> Result<ResultsFile, ResultsFileError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ResultsFileError::Read { path: path.into(), source })?;
+        let file: ResultsFile =
+            serde_json::from_str(&text).map_err(|source| ResultsFileError::Parse { path: path.into(), source })?;
+        if file.format != FORMAT || file.version > ENVELOPE_VERSION {
+            return Err(ResultsFileError::Unsupported {
+                path: path.into(),
+                format: file.format,
+                version: file.version,
+            });
+        }
+        Ok(file)
+    }
+
+    /// Writes the file atomically (temp file, then rename), so an
+    /// interrupted write never destroys an earlier complete file.
+    pub fn write(&self, path: &Path) -> Result<(), ResultsFileError> {
+        let err = |source| ResultsFileError::Write { path: path.into(), source };
+        let json = serde_json::to_vec_pretty(self).map_err(|e| err(std::io::Error::other(e)))?;
+        let tmp = path.with_extension("json.partial");
+        std::fs::write(&tmp, json).map_err(err)?;
+        std::fs::rename(&tmp, path).map_err(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_refusals() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.json");
+        let mut f = ResultsFile::default();
+        f.boots.push(BootRecord { label: "a".into(), ..Default::default() });
+        f.write(&p).unwrap();
+        assert_eq!(ResultsFile::read(&p).unwrap(), f);
+
+        std::fs::write(&p, r#"{"format":"other","version":1,"boots":[]}"#).unwrap();
+        assert!(matches!(ResultsFile::read(&p), Err(ResultsFileError::Unsupported { .. })));
+        std::fs::write(&p, "not json").unwrap();
+        let e = ResultsFile::read(&p).unwrap_err();
+        assert!(e.to_string().contains("r.json"), "{e}");
+        assert!(matches!(ResultsFile::read(&dir.path().join("missing.json")), Err(ResultsFileError::Read { .. })));
+    }
+}

@@ -1,0 +1,59 @@
+//! A saved results file as the uploads it makes: boot by boot, each as a
+//! one-boot results file keyed by its guest document's run id (host
+//! envelope included); a bare result document goes as it is.
+
+use super::{ResultsFile, FORMAT};
+use anyhow::{bail, Context};
+use loads::schema::RunDocument;
+use std::path::Path;
+
+/// One run to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedUpload {
+    /// The run id.
+    pub run_id: String,
+    /// What the report calls it (`boot 3, label base`).
+    pub what: String,
+    /// The JSON body.
+    pub body: Vec<u8>,
+}
+
+/// What `file` holds, as uploads, plus notes about boots that cannot be
+/// uploaded (no guest document: nothing names them).
+pub fn plan(file: &Path) -> anyhow::Result<(Vec<PlannedUpload>, Vec<String>)> {
+    let text = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&text).with_context(|| format!("{} is not JSON", file.display()))?;
+    if value.get("format").is_some_and(|f| f == FORMAT) {
+        let results = crate::results::migration::read_results(file)?;
+        let mut uploads = Vec::new();
+        let mut skipped = Vec::new();
+        for (i, boot) in results.boots.iter().enumerate() {
+            let what = if boot.label.is_empty() {
+                format!("boot {}", i + 1)
+            } else {
+                format!("boot {} ({})", i + 1, boot.label)
+            };
+            let Some(doc) = &boot.result else {
+                skipped.push(format!(
+                    "{what}: no guest document ({}{}), nothing to upload",
+                    boot.boot.classification,
+                    boot.result_error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
+                ));
+                continue;
+            };
+            let one = ResultsFile { boots: vec![boot.clone()], ..results.clone() };
+            let body = serde_json::to_vec(&one).context("cannot serialise a boot")?;
+            uploads.push(PlannedUpload { run_id: doc.run_id.clone(), what, body });
+        }
+        return Ok((uploads, skipped));
+    }
+    if value.get("format").is_some() {
+        bail!("{} has format {} (expected '{FORMAT}' or a result document)", file.display(), value["format"]);
+    }
+    let doc: RunDocument = serde_json::from_value(value)
+        .with_context(|| format!("{} is neither a bootbench results file nor a result document", file.display()))?;
+    // The document exactly as saved: re-uploading the same file is then
+    // byte-for-byte the same run.
+    Ok((vec![PlannedUpload { run_id: doc.run_id.clone(), what: "document".into(), body: text }], Vec::new()))
+}

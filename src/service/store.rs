@@ -1,0 +1,645 @@
+//! The results store: runs received by `bootbench serve` (or put there by
+//! `bootbench run --serve`), in one SQLite file. Owns the table, what a
+//! storable run is (validation), and idempotence: a run is keyed by its run
+//! id and kind, the same content stored twice is one row, different content
+//! under the same key is a conflict. No HTTP here (that is `serve_cmd`).
+//!
+//! Two kinds of rows can share a run id: the guest's bare document
+//! (uploaded by the init) and the host's envelope (a results file holding
+//! that one boot, from `bootbench upload` or `run --serve`). The envelope
+//! carries the document plus what only the host knows, so readers prefer
+//! it; keeping both means a guest upload and a later host upload of the
+//! same run are not a conflict.
+
+use crate::results::{BootRecord, ResultsFile, ENVELOPE_VERSION, FORMAT};
+use loads::schema::{RunDocument, SCHEMA_VERSION};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Layout version of the store (SQLite `user_version`).
+pub const STORE_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS runs (
+    run_id          TEXT NOT NULL,
+    kind            TEXT NOT NULL CHECK (kind IN ('document', 'envelope')),
+    sha256          TEXT NOT NULL,
+    body            BLOB NOT NULL,
+    bytes           INTEGER NOT NULL,
+    received_at     TEXT NOT NULL,
+    remote          TEXT,
+    schema_version  INTEGER NOT NULL,
+    status          TEXT NOT NULL,
+    kernel_release  TEXT NOT NULL,
+    arch            TEXT NOT NULL,
+    suite           TEXT NOT NULL,
+    label           TEXT,
+    PRIMARY KEY (run_id, kind)
+);
+CREATE INDEX IF NOT EXISTS runs_received ON runs (received_at);
+";
+
+/// Errors of the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database cannot be opened or set up.
+    #[error("cannot open the results store {path}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// SQLite's error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The file is a store of a newer layout.
+    #[error("results store {path} has layout version {found}; this bootbench knows up to {STORE_VERSION}")]
+    NewerLayout {
+        /// The file.
+        path: PathBuf,
+        /// Its version.
+        found: i64,
+    },
+    /// A query failed.
+    #[error("results store {path}: {what} failed")]
+    Query {
+        /// The file.
+        path: PathBuf,
+        /// What was being done.
+        what: &'static str,
+        /// SQLite's error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// No such run.
+    #[error("run '{run_id}' is not in the results store {path}")]
+    NotFound {
+        /// The file.
+        path: PathBuf,
+        /// The run id.
+        run_id: String,
+    },
+    /// A stored body no longer parses (written by another program?).
+    #[error("run '{run_id}' ({kind}) in {path} does not parse as a result")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// The run id.
+        run_id: String,
+        /// Its kind.
+        kind: &'static str,
+        /// Parser error.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Why a body cannot be stored. The messages go back to the uploader.
+#[derive(Debug, thiserror::Error)]
+pub enum ValidationError {
+    /// Not JSON.
+    #[error("the body is not JSON")]
+    NotJson(#[source] serde_json::Error),
+    /// JSON, but neither a result document nor a results file.
+    #[error("the body is not a bootbench result document nor a results file")]
+    Shape(#[source] serde_json::Error),
+    /// A results file of another format or a newer envelope.
+    #[error("unsupported results format '{format}' version {version} (this receiver takes '{FORMAT}' up to version {ENVELOPE_VERSION})")]
+    Envelope {
+        /// Its format field.
+        format: String,
+        /// Its version.
+        version: u32,
+    },
+    /// A results file that is not exactly one boot with a document.
+    #[error("a results file upload must hold exactly one boot with a guest document (this one has {boots} boot(s), {with_document} with a document)")]
+    EnvelopeBoots {
+        /// Boots in it.
+        boots: usize,
+        /// Boots with a document.
+        with_document: usize,
+    },
+    /// A document of a schema this receiver cannot read.
+    #[error("result schema_version {found} is not supported (this receiver reads 1 to {SCHEMA_VERSION})")]
+    SchemaVersion {
+        /// The document's version.
+        found: u32,
+    },
+    /// The run id is not a valid one.
+    #[error(transparent)]
+    RunId(#[from] results_uploader::UrlError),
+    /// The URL's run id and the document's differ.
+    #[error("the URL names run '{url_id}' but the document is run '{doc_id}'")]
+    IdMismatch {
+        /// From the URL.
+        url_id: String,
+        /// From the document.
+        doc_id: String,
+    },
+}
+
+/// The two kinds of stored runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunKind {
+    /// The guest's result document alone.
+    Document,
+    /// A results file holding one boot: envelope plus document.
+    Envelope,
+}
+
+impl RunKind {
+    /// The name stored in the table.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunKind::Document => "document",
+            RunKind::Envelope => "envelope",
+        }
+    }
+
+    fn from_name(s: &str) -> RunKind {
+        if s == "envelope" {
+            RunKind::Envelope
+        } else {
+            RunKind::Document
+        }
+    }
+}
+
+/// A body that passed validation, with what the listing shows.
+#[derive(Debug, Clone)]
+pub struct ValidatedRun {
+    /// The run id.
+    pub run_id: String,
+    /// Its kind.
+    pub kind: RunKind,
+    /// sha256 of the canonical JSON (keys sorted, no whitespace), so the
+    /// same content compact or pretty-printed is the same run.
+    pub sha256: String,
+    /// The body as received.
+    pub body: Vec<u8>,
+    /// The document's schema version.
+    pub schema_version: u32,
+    /// complete, partial or error.
+    pub status: String,
+    /// Kernel release.
+    pub kernel_release: String,
+    /// Guest arch.
+    pub arch: String,
+    /// Suite name.
+    pub suite: String,
+    /// The envelope's label.
+    pub label: Option<String>,
+}
+
+/// One row of the listing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunSummary {
+    /// The run id.
+    pub run_id: String,
+    /// Its kind.
+    pub kind: RunKind,
+    /// sha256 of the canonical JSON.
+    pub sha256: String,
+    /// Size as received.
+    pub bytes: u64,
+    /// When it was stored (RFC 3339, UTC).
+    pub received_at: String,
+    /// Who sent it.
+    pub remote: Option<String>,
+    /// complete, partial or error.
+    pub status: String,
+    /// Kernel release.
+    pub kernel_release: String,
+    /// Guest arch.
+    pub arch: String,
+    /// Suite name.
+    pub suite: String,
+    /// The envelope's label.
+    pub label: Option<String>,
+}
+
+/// What [`Store::put`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutOutcome {
+    /// A new row.
+    Stored,
+    /// The same content was there already.
+    AlreadyStored,
+    /// Other content is stored under this run id and kind.
+    Conflict {
+        /// sha256 of what is stored.
+        existing_sha256: String,
+    },
+}
+
+/// A run read back from the store.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoredRun {
+    /// Only the guest's document is stored.
+    Document(Box<RunDocument>),
+    /// The host's envelope (one boot).
+    Envelope(ResultsFile),
+}
+
+impl StoredRun {
+    /// As a results file, so `compare` and `report` take store runs like
+    /// file runs. A bare document gets an envelope with what the document
+    /// itself knows (no QEMU argv, no console log).
+    pub fn into_results_file(self) -> ResultsFile {
+        match self {
+            StoredRun::Envelope(f) => f,
+            StoredRun::Document(doc) => {
+                let mut boot = BootRecord { cmdline: doc.provenance.kernel.cmdline.clone(), ..Default::default() };
+                boot.kernel.image_sha256 = doc.provenance.kernel.image_sha256.clone().unwrap_or_default();
+                boot.kernel.config_sha256 = doc.provenance.kernel.config_sha256.clone();
+                boot.kernel.release = Some(doc.provenance.kernel.release.clone());
+                boot.machine.arch = doc.provenance.machine.arch.clone();
+                boot.machine.smp = doc.provenance.machine.cpus;
+                boot.machine.mem_mib = doc.provenance.machine.mem_bytes / (1024 * 1024);
+                boot.machine.accel = doc.provenance.machine.accel.clone().unwrap_or_default();
+                boot.boot.classification = "ok".into();
+                boot.boot.detail = Some("from the results store: the guest's document only, no host envelope".into());
+                boot.result = Some(*doc);
+                ResultsFile { boots: vec![boot], ..ResultsFile::default() }
+            }
+        }
+    }
+}
+
+/// Sorts object keys recursively, so equal content hashes equally whatever
+/// the serializer's key order or whitespace.
+fn canonical(v: serde_json::Value) -> serde_json::Value {
+    match v {
+        serde_json::Value::Object(map) => {
+            let mut entries: Vec<(String, serde_json::Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            serde_json::Value::Object(entries.into_iter().map(|(k, v)| (k, canonical(v))).collect())
+        }
+        serde_json::Value::Array(items) => serde_json::Value::Array(items.into_iter().map(canonical).collect()),
+        other => other,
+    }
+}
+
+fn check_document(doc: &RunDocument) -> Result<(), ValidationError> {
+    if doc.schema_version == 0 || doc.schema_version > SCHEMA_VERSION {
+        return Err(ValidationError::SchemaVersion { found: doc.schema_version });
+    }
+    results_uploader::check_run_id(&doc.run_id)?;
+    Ok(())
+}
+
+/// Checks `body` as an upload for run `url_id`: a result document, or a
+/// results file with exactly one boot that has a document; schema and
+/// envelope versions this bootbench reads; the run id the URL names.
+pub fn validate(body: Vec<u8>, url_id: &str) -> Result<ValidatedRun, ValidationError> {
+    results_uploader::check_run_id(url_id)?;
+    let value: serde_json::Value = serde_json::from_slice(&body).map_err(ValidationError::NotJson)?;
+    let is_envelope = value.get("format").is_some();
+    let (kind, doc, label) = if is_envelope {
+        let file: ResultsFile = serde_json::from_value(value.clone()).map_err(ValidationError::Shape)?;
+        if file.format != FORMAT || file.version > ENVELOPE_VERSION {
+            return Err(ValidationError::Envelope { format: file.format, version: file.version });
+        }
+        let with_document = file.boots.iter().filter(|b| b.result.is_some()).count();
+        let boot = match (file.boots.len(), file.boots.into_iter().next()) {
+            (1, Some(b)) if b.result.is_some() => b,
+            (boots, _) => return Err(ValidationError::EnvelopeBoots { boots, with_document }),
+        };
+        let label = Some(boot.label.clone());
+        let doc = boot.result.ok_or(ValidationError::EnvelopeBoots { boots: 1, with_document: 0 })?;
+        (RunKind::Envelope, doc, label)
+    } else {
+        let doc: RunDocument = serde_json::from_value(value.clone()).map_err(ValidationError::Shape)?;
+        (RunKind::Document, doc, None)
+    };
+    check_document(&doc)?;
+    if doc.run_id != url_id {
+        return Err(ValidationError::IdMismatch { url_id: url_id.to_string(), doc_id: doc.run_id });
+    }
+    let canon = serde_json::to_vec(&canonical(value)).unwrap_or_default();
+    Ok(ValidatedRun {
+        run_id: doc.run_id.clone(),
+        kind,
+        sha256: hex::encode(Sha256::digest(&canon)),
+        body,
+        schema_version: doc.schema_version,
+        status: format!("{:?}", doc.status).to_lowercase(),
+        kernel_release: doc.provenance.kernel.release.clone(),
+        arch: doc.provenance.machine.arch.clone(),
+        suite: doc.provenance.suite.name.clone(),
+        label,
+    })
+}
+
+/// sha256 of `json`'s canonical form (what [`RunSummary::sha256`] holds),
+/// or `None` if it is not JSON.
+pub fn canonical_sha256(json: &[u8]) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(json).ok()?;
+    let canon = serde_json::to_vec(&canonical(value)).ok()?;
+    Some(hex::encode(Sha256::digest(&canon)))
+}
+
+/// An open store.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+const SUMMARY_COLUMNS: &str =
+    "run_id, kind, sha256, bytes, received_at, remote, status, kernel_release, arch, suite, label";
+
+fn summary_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunSummary> {
+    Ok(RunSummary {
+        run_id: row.get(0)?,
+        kind: RunKind::from_name(&row.get::<_, String>(1)?),
+        sha256: row.get(2)?,
+        bytes: row.get::<_, i64>(3)?.max(0) as u64,
+        received_at: row.get(4)?,
+        remote: row.get(5)?,
+        status: row.get(6)?,
+        kernel_release: row.get(7)?,
+        arch: row.get(8)?,
+        suite: row.get(9)?,
+        label: row.get(10)?,
+    })
+}
+
+impl Store {
+    /// Opens (creating if needed) the store at `path`. WAL mode and a busy
+    /// timeout let `serve` and a reader (`compare`) use it at once.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let open_err = |source| StoreError::Open { path: path.to_path_buf(), source };
+        let conn = Connection::open(path).map_err(open_err)?;
+        conn.busy_timeout(Duration::from_secs(10)).map_err(open_err)?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(open_err)?;
+        if version > STORE_VERSION {
+            return Err(StoreError::NewerLayout { path: path.to_path_buf(), found: version });
+        }
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(open_err)?;
+        conn.execute_batch(SCHEMA).map_err(open_err)?;
+        conn.pragma_update(None, "user_version", STORE_VERSION).map_err(open_err)?;
+        Ok(Store { conn, path: path.to_path_buf() })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn query_err(&self, what: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError + '_ {
+        move |source| StoreError::Query { path: self.path.clone(), what, source }
+    }
+
+    /// Stores `run` unless its run id and kind are there already; then it
+    /// says whether the stored content is the same. One transaction, so
+    /// two concurrent uploads of one run store it once.
+    pub fn put(&mut self, run: &ValidatedRun, remote: Option<&str>) -> Result<PutOutcome, StoreError> {
+        let path = &self.path;
+        let err = |what| move |source| StoreError::Query { path: path.clone(), what, source };
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(err("starting a transaction"))?;
+        let existing: Option<String> = tx
+            .query_row(
+                "SELECT sha256 FROM runs WHERE run_id = ?1 AND kind = ?2",
+                params![run.run_id, run.kind.name()],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(err("looking up the run"))?;
+        let outcome = match existing {
+            Some(sha) if sha == run.sha256 => PutOutcome::AlreadyStored,
+            Some(sha) => PutOutcome::Conflict { existing_sha256: sha },
+            None => {
+                let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+                tx.execute(
+                    "INSERT INTO runs (run_id, kind, sha256, body, bytes, received_at, remote, schema_version, status, kernel_release, arch, suite, label)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                    params![
+                        run.run_id,
+                        run.kind.name(),
+                        run.sha256,
+                        run.body,
+                        run.body.len() as i64,
+                        now,
+                        remote,
+                        run.schema_version,
+                        run.status,
+                        run.kernel_release,
+                        run.arch,
+                        run.suite,
+                        run.label
+                    ],
+                )
+                .map_err(err("inserting the run"))?;
+                PutOutcome::Stored
+            }
+        };
+        tx.commit().map_err(err("committing"))?;
+        Ok(outcome)
+    }
+
+    /// Runs, newest first, at most `limit`.
+    pub fn list(&self, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
+        let sql = format!("SELECT {SUMMARY_COLUMNS} FROM runs ORDER BY received_at DESC, run_id, kind LIMIT ?1");
+        let mut stmt = self.conn.prepare(&sql).map_err(self.query_err("listing runs"))?;
+        let rows = stmt
+            .query_map([limit as i64], summary_row)
+            .map_err(self.query_err("listing runs"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(self.query_err("listing runs"))?;
+        Ok(rows)
+    }
+
+    /// The summaries stored for `run_id` (none, one or both kinds).
+    pub fn summaries(&self, run_id: &str) -> Result<Vec<RunSummary>, StoreError> {
+        let sql = format!("SELECT {SUMMARY_COLUMNS} FROM runs WHERE run_id = ?1 ORDER BY kind DESC");
+        let mut stmt = self.conn.prepare(&sql).map_err(self.query_err("looking up a run"))?;
+        let rows = stmt
+            .query_map([run_id], summary_row)
+            .map_err(self.query_err("looking up a run"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(self.query_err("looking up a run"))?;
+        Ok(rows)
+    }
+
+    /// The body stored for `run_id`: the envelope if there is one, else
+    /// the document; or exactly `kind`.
+    pub fn body(&self, run_id: &str, kind: Option<RunKind>) -> Result<Option<(RunKind, Vec<u8>)>, StoreError> {
+        let kinds: &[RunKind] = match kind {
+            Some(RunKind::Envelope) => &[RunKind::Envelope],
+            Some(RunKind::Document) => &[RunKind::Document],
+            None => &[RunKind::Envelope, RunKind::Document],
+        };
+        for k in kinds {
+            let body: Option<Vec<u8>> = self
+                .conn
+                .query_row("SELECT body FROM runs WHERE run_id = ?1 AND kind = ?2", params![run_id, k.name()], |r| {
+                    r.get(0)
+                })
+                .optional()
+                .map_err(self.query_err("reading a run"))?;
+            if let Some(b) = body {
+                return Ok(Some((*k, b)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Reads run `run_id`: the envelope if stored, else the document.
+    pub fn load(&self, run_id: &str) -> Result<StoredRun, StoreError> {
+        let (kind, body) = self
+            .body(run_id, None)?
+            .ok_or_else(|| StoreError::NotFound { path: self.path.clone(), run_id: run_id.to_string() })?;
+        let corrupt = |source| StoreError::Corrupt {
+            path: self.path.clone(),
+            run_id: run_id.to_string(),
+            kind: kind.name(),
+            source,
+        };
+        Ok(match kind {
+            RunKind::Envelope => StoredRun::Envelope(serde_json::from_slice(&body).map_err(corrupt)?),
+            RunKind::Document => StoredRun::Document(Box::new(serde_json::from_slice(&body).map_err(corrupt)?)),
+        })
+    }
+}
+
+/// Reads run `run_id` from the store file `db` (for `bootbench compare`):
+/// the host envelope when stored, else the guest's document. Use
+/// [`StoredRun::into_results_file`] to treat it like a results file.
+pub fn load_run(db: &Path, run_id: &str) -> Result<StoredRun, StoreError> {
+    if !db.is_file() {
+        // Opening would create an empty store and then say "not found".
+        return Err(StoreError::Open {
+            path: db.to_path_buf(),
+            source: rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
+                Some("no such file".into()),
+            ),
+        });
+    }
+    Store::open(db)?.load(run_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loads::schema::{Provenance, Status};
+
+    pub(crate) fn doc(id: &str) -> RunDocument {
+        let mut p = Provenance::default();
+        p.kernel.release = "6.1.0-test".into();
+        p.machine.arch = "x86_64".into();
+        p.suite.name = "quick".into();
+        RunDocument {
+            schema_version: SCHEMA_VERSION,
+            run_id: id.into(),
+            status: Status::Complete,
+            errors: vec![],
+            provenance: p,
+            timings: Default::default(),
+            workloads: vec![],
+        }
+    }
+
+    fn envelope(id: &str) -> ResultsFile {
+        let boot = BootRecord { label: "base".into(), result: Some(doc(id)), ..Default::default() };
+        ResultsFile { boots: vec![boot], ..ResultsFile::default() }
+    }
+
+    #[test]
+    fn same_run_twice_is_stored_once_and_other_content_conflicts() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("s.db")).unwrap();
+        let body = serde_json::to_vec(&doc("r1")).unwrap();
+        let run = validate(body.clone(), "r1").unwrap();
+        assert_eq!(store.put(&run, Some("10.0.2.15")).unwrap(), PutOutcome::Stored);
+        // Pretty-printed is the same content.
+        let pretty = serde_json::to_vec_pretty(&doc("r1")).unwrap();
+        assert_eq!(store.put(&validate(pretty, "r1").unwrap(), None).unwrap(), PutOutcome::AlreadyStored);
+        let mut other = doc("r1");
+        other.status = Status::Partial;
+        let other = validate(serde_json::to_vec(&other).unwrap(), "r1").unwrap();
+        assert!(
+            matches!(store.put(&other, None).unwrap(), PutOutcome::Conflict { existing_sha256 } if existing_sha256 == run.sha256)
+        );
+        assert_eq!(store.list(10).unwrap().len(), 1);
+        // The host's envelope of the same run is a second kind, not a conflict.
+        let env = validate(serde_json::to_vec(&envelope("r1")).unwrap(), "r1").unwrap();
+        assert_eq!(env.kind, RunKind::Envelope);
+        assert_eq!(store.put(&env, None).unwrap(), PutOutcome::Stored);
+        let rows = store.summaries("r1").unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].kind, RunKind::Envelope);
+        assert_eq!(rows[1].remote.as_deref(), Some("10.0.2.15"));
+        assert_eq!(rows[1].kernel_release, "6.1.0-test");
+    }
+
+    #[test]
+    fn load_run_prefers_the_envelope_and_wraps_a_bare_document() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("s.db");
+        let mut store = Store::open(&db).unwrap();
+        store.put(&validate(serde_json::to_vec(&doc("d1")).unwrap(), "d1").unwrap(), None).unwrap();
+        store.put(&validate(serde_json::to_vec(&doc("e1")).unwrap(), "e1").unwrap(), None).unwrap();
+        store.put(&validate(serde_json::to_vec(&envelope("e1")).unwrap(), "e1").unwrap(), None).unwrap();
+        drop(store);
+        let d = load_run(&db, "d1").unwrap();
+        assert!(matches!(d, StoredRun::Document(_)));
+        let f = d.into_results_file();
+        assert_eq!(f.boots.len(), 1);
+        assert_eq!(f.boots[0].result.as_ref().unwrap().run_id, "d1");
+        assert_eq!(f.boots[0].kernel.release.as_deref(), Some("6.1.0-test"));
+        let e = load_run(&db, "e1").unwrap();
+        assert!(matches!(&e, StoredRun::Envelope(f) if f.boots[0].label == "base"));
+        let missing = load_run(&db, "nope").unwrap_err().to_string();
+        assert!(missing.contains("nope") && missing.contains("s.db"), "{missing}");
+        let no_db = load_run(&dir.path().join("absent.db"), "d1").unwrap_err().to_string();
+        assert!(no_db.contains("absent.db"), "{no_db}");
+    }
+
+    #[test]
+    fn validation_refuses_what_cannot_be_stored() {
+        let ok = serde_json::to_vec(&doc("r1")).unwrap();
+        for (body, url_id, word) in [
+            (b"not json".to_vec(), "r1", "not JSON"),
+            (br#"{"a":1}"#.to_vec(), "r1", "not a bootbench result"),
+            (ok.clone(), "r2", "names run 'r2'"),
+            (ok.clone(), "../x", "run id"),
+        ] {
+            let e = validate(body, url_id).unwrap_err().to_string();
+            assert!(e.contains(word), "{word}: {e}");
+        }
+        let mut newer = doc("r1");
+        newer.schema_version = SCHEMA_VERSION + 1;
+        let e = validate(serde_json::to_vec(&newer).unwrap(), "r1").unwrap_err().to_string();
+        assert!(e.contains("schema_version"), "{e}");
+        let mut two = envelope("r1");
+        two.boots.push(two.boots[0].clone());
+        let e = validate(serde_json::to_vec(&two).unwrap(), "r1").unwrap_err().to_string();
+        assert!(e.contains("exactly one boot"), "{e}");
+        let mut other = envelope("r1");
+        other.format = "something-else".into();
+        let e = validate(serde_json::to_vec(&other).unwrap(), "r1").unwrap_err().to_string();
+        assert!(e.contains("something-else"), "{e}");
+    }
+
+    #[test]
+    fn a_newer_store_layout_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("s.db");
+        Connection::open(&db).unwrap().pragma_update(None, "user_version", STORE_VERSION + 1).unwrap();
+        let e = Store::open(&db).unwrap_err().to_string();
+        assert!(e.contains("layout version"), "{e}");
+    }
+}

@@ -1,0 +1,99 @@
+//! Choosing the suite of a run: a built-in by name or a JSON file, with the
+//! command line's overrides applied exactly as the guest applies its
+//! `bootbench.*` keys, and contest's memory bounded by what the host has.
+//! Depends on `loads`' suite model only.
+
+use anyhow::Context;
+use loads::suite::{CmdlineConfig, Suite};
+use std::path::Path;
+
+/// Gives every contest workload of `suite` a `mem_bytes` of `mem_mib`
+/// unless it has one, after checking that half of this host's available
+/// memory covers it (mem_load touches 110% of it).
+pub fn bound_contest_memory(suite: &mut Suite, mem_mib: u64, available_bytes: Option<u64>) -> anyhow::Result<()> {
+    let bytes = mem_mib.saturating_mul(1 << 20);
+    for spec in suite.workloads.iter_mut().filter(|w| w.name == "contest") {
+        let given = spec.params.get("mem_bytes").and_then(|v| v.as_u64());
+        let effective = given.unwrap_or(bytes);
+        if let Some(avail) = available_bytes {
+            if effective.saturating_add(effective / 10) > avail / 2 {
+                anyhow::bail!(
+                    "contest's mem_bytes {} MiB is more than half of this host's available memory ({} MiB): mem_load would touch 110% of it; give a smaller --mem",
+                    effective >> 20,
+                    avail >> 20
+                );
+            }
+        }
+        if given.is_none() {
+            spec.params.insert("mem_bytes".into(), bytes.into());
+        }
+    }
+    Ok(())
+}
+
+/// MemAvailable of this host, in bytes.
+pub fn mem_available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = text.lines().find(|l| l.starts_with("MemAvailable:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Loads a suite by built-in name or from a JSON file.
+pub fn load_suite(name_or_path: &str) -> anyhow::Result<Suite> {
+    if loads::suite::BUILTIN_SUITES.contains(&name_or_path) {
+        return Ok(Suite::builtin(name_or_path)?);
+    }
+    let path = Path::new(name_or_path);
+    let json = std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "cannot read suite file '{name_or_path}' (built-in suites: {})",
+            loads::suite::BUILTIN_SUITES.join(", ")
+        )
+    })?;
+    Ok(Suite::from_json(name_or_path, &json)?)
+}
+
+/// Applies the command-line overrides the same way the guest applies
+/// `bootbench.*` keys, so both validate identically.
+pub fn apply_overrides(
+    suite: Suite,
+    iterations: Option<u32>,
+    warmup: Option<u32>,
+    workloads: Option<&str>,
+) -> anyhow::Result<Suite> {
+    let mut words = Vec::new();
+    if let Some(n) = iterations {
+        words.push(format!("bootbench.iterations={n}"));
+    }
+    if let Some(n) = warmup {
+        words.push(format!("bootbench.warmup={n}"));
+    }
+    if let Some(w) = workloads {
+        words.push(format!("bootbench.workloads={w}"));
+    }
+    let cfg = CmdlineConfig::parse(&words.join(" "))?;
+    Ok(cfg.apply(suite)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contest_memory_is_bounded_by_mem_and_the_host() {
+        let fresh = || {
+            Suite::from_json(
+                "t",
+                r#"{"name":"t","iterations":1,"workloads":[{"name":"fork"},{"name":"contest"},{"name":"contest","params":{"mem_bytes":1048576}}]}"#,
+            )
+            .unwrap()
+        };
+        let mut suite = fresh();
+        bound_contest_memory(&mut suite, 256, Some(8 << 30)).unwrap();
+        assert_eq!(suite.workloads[1].params["mem_bytes"], serde_json::json!(256u64 << 20));
+        assert_eq!(suite.workloads[2].params["mem_bytes"], serde_json::json!(1048576), "the suite's own value wins");
+        assert!(suite.workloads[0].params.get("mem_bytes").is_none());
+        let e = bound_contest_memory(&mut fresh(), 4096, Some(4 << 30)).unwrap_err().to_string();
+        assert!(e.contains("more than half") && e.contains("--mem"), "{e}");
+    }
+}

@@ -1,0 +1,117 @@
+//! Architecture hygiene: no crate of the workspace has a module import
+//! cycle. Every target of every workspace package (`cargo metadata
+//! --no-deps`: libs, bins, tests, build scripts) is read with `syn` from its
+//! root file, following `mod x;` (`x.rs` or `x/mod.rs`, or `#[path]`) and
+//! inline `mod x { ... }`. Needs cargo (for the metadata), nothing else.
+//!
+//! # The graph
+//!
+//! A node is a module: one per file, one per inline `mod`. A `#[cfg(test)]`
+//! module is a node like any other; production code never names it, so a
+//! test module that uses its parent makes no cycle.
+//!
+//! An edge A -> B means code in A names a path that resolves to module B or
+//! to an item of B. Every path counts: `use` trees (groups, renames, globs,
+//! `pub use` re-exports), types (fields, signatures, generics, impl headers,
+//! bounds), expressions and patterns, and paths inside macro invocations
+//! (their tokens parsed as comma-separated expressions, else as statements,
+//! else scanned for `a::b` sequences, `$crate` included). Attributes and
+//! visibilities (`pub(in crate::a)`) are not edges.
+//!
+//! Resolution, in module M:
+//! - `crate::a::b::C` lands in the deepest module on the path: `crate::a::b`
+//!   when `b` is a module, else `crate::a` (also when `b` is only a
+//!   re-export there: naming it through `a` depends on `a`).
+//! - How `super::` counts: `super::x` resolves from M's parent, so a child
+//!   that names `super::Thing` depends on its parent (`super::super::` on the
+//!   grandparent, and so on). `self::x` resolves from M.
+//! - A first segment that is a child module of M goes into that child; one
+//!   that M defines is M itself (no edge); one that a `use` in M binds (a
+//!   `use` in a function body counts for all of M) goes through that
+//!   import; otherwise M's globs (`use super::*`, `use crate::a::*`) are
+//!   tried: the name resolves as the glob's module sees it if it defines,
+//!   imports or glob-imports it (a glob of an enum, to its variants), and is
+//!   ignored if not. Anything else (std, core, alloc, other crates, the
+//!   prelude, locals and generics) is ignored: cargo already forbids cycles
+//!   between crates.
+//! - A `mod x;` declaration alone is not an edge (the parent owns the
+//!   child, it does not use it), but a parent that calls or re-exports
+//!   `child::f` depends on the child. So a `mod.rs` that re-exports a child
+//!   while the child uses a type defined in the mod.rs is a cycle, on
+//!   purpose: shared types belong in a sibling module at the bottom.
+//! - Outside `use`, a path that names a module itself (an expression `a`
+//!   where `a` is also a child module) is a local variable or a generic, not
+//!   an edge.
+//!
+//! Known approximations: items made by macros and `macro_rules!` textual
+//! scope are not seen, enum variants glob-imported and used bare in
+//! patterns are missed, and function-local scopes are merged into the
+//! module's (a local variable that shadows an imported name still counts
+//! as the import).
+//!
+//! # The report
+//!
+//! For each crate, `N import cycles (strongly connected components), M
+//! modules in them`; for each cycle its modules, and for each edge inside it
+//! the first `file:line` and path that made it. The graph itself:
+//! `cargo test --release --test architecture -- --ignored --nocapture print_module_graph`.
+
+#[path = "architecture/module_graph.rs"]
+mod module_graph;
+#[path = "architecture/module_tree.rs"]
+mod module_tree;
+#[path = "architecture/name_resolution.rs"]
+mod name_resolution;
+#[path = "architecture/references.rs"]
+mod references;
+#[path = "architecture/synthetic_crates.rs"]
+mod synthetic_crates;
+#[path = "architecture/workspace_targets.rs"]
+mod workspace_targets;
+
+use module_graph::ModuleGraph;
+use workspace_targets::workspace_targets;
+
+#[test]
+fn workspace_has_no_module_import_cycles() {
+    let (root, targets) = workspace_targets();
+    assert!(!targets.is_empty(), "cargo metadata listed no targets");
+    let mut report = String::new();
+    let mut failing = Vec::new();
+    for target in &targets {
+        let graph = ModuleGraph::load(&target.src_path).unwrap_or_else(|e| panic!("{}: {e}", target.label));
+        for missing in &graph.tree.missing_files {
+            println!("{}: note: {missing}", target.label);
+        }
+        let cycles = graph.cycles();
+        println!("{}: {}", target.label, ModuleGraph::summary(&cycles));
+        if !cycles.is_empty() {
+            report.push_str(&format!(
+                "\n{} ({}): {}\n{}",
+                target.label,
+                target.src_path.strip_prefix(&root).unwrap_or(&target.src_path).display(),
+                ModuleGraph::summary(&cycles),
+                graph.describe_cycles(&cycles, &root)
+            ));
+            failing.push(target.label.as_str());
+        }
+    }
+    assert!(
+        failing.is_empty(),
+        "module import cycles in {}:\n{report}\nBreak each cycle: move what both sides need into a module below \
+         them both (see the doc comment of tests/architecture.rs for how edges count).",
+        failing.join(", ")
+    );
+}
+
+#[test]
+#[ignore = "prints the module graph: cargo test --test architecture -- --ignored --nocapture print_module_graph"]
+fn print_module_graph() {
+    let (root, targets) = workspace_targets();
+    for target in &targets {
+        let graph = ModuleGraph::load(&target.src_path).unwrap_or_else(|e| panic!("{}: {e}", target.label));
+        let cycles = graph.cycles();
+        println!("== {}: {}", target.label, ModuleGraph::summary(&cycles));
+        print!("{}", graph.describe_graph(&root));
+    }
+}
