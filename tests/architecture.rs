@@ -56,6 +56,8 @@
 //! the first `file:line` and path that made it. The graph itself:
 //! `cargo test --release --test architecture -- --ignored --nocapture print_module_graph`.
 
+#[path = "architecture/layers.rs"]
+mod layers;
 #[path = "architecture/module_graph.rs"]
 mod module_graph;
 #[path = "architecture/module_tree.rs"]
@@ -102,6 +104,35 @@ fn workspace_has_no_module_import_cycles() {
          them both (see the doc comment of tests/architecture.rs for how edges count).",
         failing.join(", ")
     );
+}
+
+#[test]
+fn host_modules_depend_only_on_the_layers_below_them() {
+    let (root, _) = workspace_targets();
+    let graph = ModuleGraph::load(&root.join("src/lib.rs")).unwrap_or_else(|e| panic!("src/lib.rs: {e}"));
+    let broken = layers::violations(&graph, &root);
+    assert!(
+        broken.is_empty(),
+        "the host crate's layers (tests/architecture/layers.rs, ARCHITECTURE.md) are broken:\n  {}",
+        broken.join("\n  ")
+    );
+}
+
+#[test]
+fn a_dependency_upwards_breaks_the_layers() {
+    // The results model naming the service is the dependency the layers
+    // exist to forbid.
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("lib.rs"), "pub mod results;\npub mod service;\npub mod cli;\n").unwrap();
+    std::fs::write(src.join("results.rs"), "pub struct R(pub crate::service::Upload);\n").unwrap();
+    std::fs::write(src.join("service.rs"), "pub struct Upload;\npub fn f(_: crate::results::R) {}\n").unwrap();
+    std::fs::write(src.join("cli.rs"), "pub fn g(_: crate::service::Upload) {}\n").unwrap();
+    let graph = ModuleGraph::load(&src.join("lib.rs")).unwrap();
+    let broken = layers::violations(&graph, dir.path());
+    assert_eq!(broken.len(), 1, "{broken:?}");
+    assert!(broken[0].starts_with("crate::results must not depend on crate::service: src/results.rs:1"), "{broken:?}");
 }
 
 #[test]

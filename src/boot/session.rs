@@ -159,7 +159,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
     let mut file = ResultsFile::default();
     let total = args.boots as usize * kernels.len() * variants.len();
     // Interleaved by default (A B A B ...), so host drift cannot pass for a
-    // kernel difference; see boot_order.
+    // kernel difference; see `crate::boot::order`.
     let order_seed =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     let variants = &variants;

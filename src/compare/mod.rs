@@ -7,7 +7,8 @@
 //!
 //! Owns the analysis and the report's data; the renderers (`text`,
 //! `tabular`, `html`) only format a [`Report`], and the CLI
-//! (`crate::compare_cmd`) only reads files and picks groups.
+//! (`crate::cli::compare`, with `crate::group_inputs`) only reads files and
+//! picks groups.
 //!
 //! Method (default `welch-log`): Welch's t on the natural logs of the
 //! per-boot means; the interval of the difference of log means is

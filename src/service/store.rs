@@ -2,7 +2,7 @@
 //! `bootbench run --serve`), in one SQLite file. Owns the table, what a
 //! storable run is (validation), and idempotence: a run is keyed by its run
 //! id and kind, the same content stored twice is one row, different content
-//! under the same key is a conflict. No HTTP here (that is `serve_cmd`).
+//! under the same key is a conflict. No HTTP here (that is `receiver`'s).
 //!
 //! Two kinds of rows can share a run id: the guest's bare document
 //! (uploaded by the init) and the host's envelope (a results file holding

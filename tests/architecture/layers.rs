@@ -1,0 +1,70 @@
+//! The host crate's layers: which top-level modules of `src/` each one may
+//! name. ARCHITECTURE.md's code map says the same in words; this table is
+//! what keeps it true. Edges from `#[cfg(test)]` modules do not count (test
+//! code may use fixtures from anywhere); every other path does, counted as
+//! for the cycle check.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use crate::module_graph::ModuleGraph;
+
+/// Each top-level module of the host library and the top-level modules it
+/// may depend on. `cli` may use everything and nothing may use `cli`.
+pub const HOST_LAYERS: &[(&str, &[&str])] = &[
+    // The bottom: data and pure computations.
+    ("results", &[]),
+    ("stats", &[]),
+    ("suite_choice", &[]),
+    ("kernel", &[]),
+    ("local", &[]),
+    // The results service, the top of its own corner.
+    ("service", &["results"]),
+    // Statistics over results, and reports.
+    ("compare", &["results", "stats"]),
+    ("report", &["results", "stats", "compare"]),
+    ("nbench_compat", &["stats"]),
+    // Booting kernels.
+    ("boot", &["results", "kernel", "suite_choice", "service"]),
+    // What is built on booting and on the statistics.
+    ("calibration", &["results", "stats", "compare", "boot"]),
+    ("overhead", &["results", "kernel", "suite_choice", "boot"]),
+    ("bisect", &["results", "kernel", "suite_choice", "boot", "stats"]),
+    ("group_inputs", &["results", "compare", "report", "service"]),
+    // The command line.
+    ("cli", &["*"]),
+];
+
+/// The layer rules `graph` (the host library's) breaks: one line each, with
+/// the first path that broke it.
+pub fn violations(graph: &ModuleGraph, base: &Path) -> Vec<String> {
+    let top = |id: usize| graph.tree.modules[id].name_path.get(1).cloned();
+    let mut out = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (&(from, to), (evidence, _)) in &graph.edges {
+        if graph.tree.modules[from].cfg_test {
+            continue;
+        }
+        let (Some(a), Some(b)) = (top(from), top(to)) else { continue };
+        if a == b || !seen.insert((a.clone(), b.clone())) {
+            continue;
+        }
+        let allowed = match HOST_LAYERS.iter().find(|(m, _)| *m == a) {
+            Some((_, allowed)) => allowed.contains(&"*") || allowed.contains(&b.as_str()),
+            None => {
+                out.push(format!("crate::{a} is not in the layer table (tests/architecture/layers.rs)"));
+                continue;
+            }
+        };
+        if !allowed {
+            let file = evidence.file.strip_prefix(base).unwrap_or(&evidence.file);
+            out.push(format!(
+                "crate::{a} must not depend on crate::{b}: {}:{} `{}`",
+                file.display(),
+                evidence.line,
+                evidence.text
+            ));
+        }
+    }
+    out
+}
