@@ -1,32 +1,34 @@
 //! The bisection itself: measure both ends, then test midpoints with the
 //! sequential test (interleaving reference boots), skip what cannot be
 //! judged, and confirm the first bad commit by measuring it and its parent
-//! again. Every decision is taken from the [`BisectState`] alone and the
-//! state is checkpointed after every build, boot and verdict, so a run
-//! resumes exactly where it stopped. The driver owns the order of work and
-//! the verdicts; building, booting and reading history are the lab's and the
+//! again. Every decision is taken from the
+//! [`BisectState`](super::state::BisectState) alone and the state is
+//! checkpointed after every build, boot and verdict, so a run resumes
+//! exactly where it stopped. The driver owns the order of work and the
+//! verdicts; building, booting and reading history are the lab's and the
 //! history's, so the simulation runs this same code.
+//!
+//! This file holds the phases: the ends, the bisection steps and the
+//! confirmation. The driver and its record-keeping are in `recording`, the
+//! test of one commit in `commit_test`, and the wording of numbers in
+//! `wording`; none of them names this file.
+
+mod commit_test;
+mod recording;
+mod wording;
 
 use super::history::{History, HistoryError, NextStep};
-use super::journal::{Event, Journal, JournalError};
-use super::lab::{Lab, LabError};
-use super::sequential_test::{
-    compare_ends, evaluate, Decision, Evaluation, ReferenceModel, SequentialTestError, TestPlan,
-};
+use super::journal::Journal;
+use super::lab::Lab;
+use super::sequential_test::{compare_ends, Decision};
 use super::state::{
-    now, short, BisectState, BootEntry, BuildRecord, BuildStatus, CommitRecord, Mode, Outcome, Phase, Role, StepPolicy,
-    TestKind, TestRecord, Verdict,
+    short, BootEntry, BuildStatus, Mode, Outcome, Phase, Role, StepPolicy, TestKind, TestRecord, Verdict,
 };
+use recording::mean;
 use serde_json::json;
 
-/// Reference boots in a row that may fail before the bisection stops: the
-/// reference kernels booted before, so repeated failures mean the host (or
-/// the lab) broke, and every later verdict would be worthless.
-const MAX_REFERENCE_FAILURES_IN_A_ROW: usize = 3;
-
-/// Candidate boots of one test that may fail before it is skipped: a hang
-/// or panic is retried once.
-const MAX_CANDIDATE_FAILURES: u32 = 2;
+pub use recording::{Driver, DriverError};
+pub use wording::{explain, fmt_value};
 
 /// Boots added to each end between two looks at whether the ends differ.
 const ENDS_STEP: u32 = 2;
@@ -36,98 +38,7 @@ const ENDS_STEP: u32 = 2;
 /// all night for nothing.
 const MAX_UNSURE_IN_A_ROW: usize = 4;
 
-/// How far beyond its boundary a test must be able to get within its cap of
-/// boots, given how well the ends are known, before it boots the candidate:
-/// below this the ends get more boots first (see [`Driver::ends_too_imprecise`]).
-const REACH: f64 = 1.25;
-
-/// Errors that stop a bisection without deciding it (the state stays
-/// resumable).
-#[derive(Debug, thiserror::Error)]
-pub enum DriverError {
-    /// The lab could not build or boot at all.
-    #[error(transparent)]
-    Lab(#[from] LabError),
-    /// git failed.
-    #[error(transparent)]
-    History(#[from] HistoryError),
-    /// The state or log could not be written.
-    #[error(transparent)]
-    Journal(#[from] JournalError),
-    /// The numbers could not be tested.
-    #[error(transparent)]
-    Test(#[from] SequentialTestError),
-    /// A reference kernel stopped booting in the middle of the bisection.
-    #[error("the {which} end {commit} failed {n} boots in a row (last: {last}); the host or lab is broken, so later verdicts would be worthless: fix it and resume")]
-    ReferenceBroken {
-        /// `good` or `bad`.
-        which: &'static str,
-        /// The end.
-        commit: String,
-        /// Failures in a row.
-        n: usize,
-        /// The last failure.
-        last: String,
-    },
-    /// The state says the bisection is over.
-    #[error("the bisection has finished; start a new one to bisect again")]
-    Finished,
-}
-
-/// Drives one bisection over a state, a lab, a history and a journal.
-pub struct Driver<'a, L: Lab, H: History, J: Journal> {
-    state: &'a mut BisectState,
-    lab: &'a mut L,
-    history: &'a mut H,
-    journal: &'a mut J,
-}
-
-fn mean(values: &[f64]) -> f64 {
-    values.iter().sum::<f64>() / values.len() as f64
-}
-
-/// How an evaluation reads in words.
-pub fn explain(e: &Evaluation) -> String {
-    let g = e.model.good.mean.exp();
-    let b = e.model.bad.mean.exp();
-    let c = e.candidate_log_mean.map(f64::exp).unwrap_or(f64::NAN);
-    let verdict = match e.decision {
-        Decision::Bad => format!("Λ = {:.2} ≥ ln(1/α) = {:.2}", e.llr, e.upper),
-        Decision::Good => format!("Λ = {:.2} ≤ ln β = {:.2}", e.llr, e.lower),
-        Decision::Unsure | Decision::Continue => {
-            format!("Λ = {:.2} between ln β = {:.2} and ln(1/α) = {:.2}", e.llr, e.lower, e.upper)
-        }
-    };
-    format!(
-        "{verdict} after {} boot(s); mean {} is {:.0}% of the way from good {} to bad {} (σ {:.2}%)",
-        e.n,
-        fmt_value(c),
-        100.0 * e.position.unwrap_or(f64::NAN),
-        fmt_value(g),
-        fmt_value(b),
-        100.0 * e.sigma_used
-    )
-}
-
-/// A metric value with sensible digits.
-pub fn fmt_value(v: f64) -> String {
-    if !v.is_finite() {
-        "-".into()
-    } else if v.abs() >= 1000.0 {
-        format!("{v:.1}")
-    } else if v.abs() >= 10.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.4}")
-    }
-}
-
-impl<'a, L: Lab, H: History, J: Journal> Driver<'a, L, H, J> {
-    /// A driver over these parts.
-    pub fn new(state: &'a mut BisectState, lab: &'a mut L, history: &'a mut H, journal: &'a mut J) -> Self {
-        Driver { state, lab, history, journal }
-    }
-
+impl<L: Lab, H: History, J: Journal> Driver<'_, L, H, J> {
     /// Runs the bisection to its end (or until an error that leaves it
     /// resumable) and returns the outcome.
     pub fn run(&mut self) -> Result<Outcome, DriverError> {
@@ -168,20 +79,6 @@ impl<'a, L: Lab, H: History, J: Journal> Driver<'a, L, H, J> {
         Ok(Ok(self.test_commit(commit, TestKind::Run, None, 0)?))
     }
 
-    fn checkpoint(&mut self) -> Result<(), DriverError> {
-        Ok(self.journal.checkpoint(self.state)?)
-    }
-
-    fn event(
-        &mut self,
-        kind: &'static str,
-        commit: Option<&str>,
-        message: String,
-        data: serde_json::Value,
-    ) -> Result<(), DriverError> {
-        Ok(self.journal.event(Event::new(kind, commit, message, data))?)
-    }
-
     fn finish(&mut self, outcome: Outcome) -> Result<(), DriverError> {
         let message = match &outcome {
             Outcome::Confirmed { culprit, .. } => {
@@ -200,136 +97,6 @@ impl<'a, L: Lab, H: History, J: Journal> Driver<'a, L, H, J> {
         self.state.outcome = Some(outcome);
         self.state.phase = Phase::Finished;
         self.checkpoint()
-    }
-
-    /// Makes sure the state knows `commit`'s subject and position.
-    fn note_commit(&mut self, commit: &str) -> Result<(), DriverError> {
-        if !self.state.commits.contains_key(commit) {
-            let subject = self.history.subject(commit)?;
-            let position = self.history.position(commit);
-            self.state
-                .commits
-                .insert(commit.to_string(), CommitRecord { sha: commit.to_string(), subject, position, build: None });
-        }
-        Ok(())
-    }
-
-    /// The commit's build, building it the first time.
-    fn ensure_built(&mut self, commit: &str) -> Result<BuildRecord, DriverError> {
-        self.note_commit(commit)?;
-        if let Some(b) = self.state.commits.get(commit).and_then(|c| c.build.clone()) {
-            return Ok(b);
-        }
-        let rec = self.lab.build(commit)?;
-        let what = match rec.status {
-            BuildStatus::Built => format!(
-                "built {} in {:.0} s{}",
-                self.state.describe(commit),
-                rec.seconds,
-                rec.cmdline.as_deref().map(|c| format!(" (cmdline: {c})")).unwrap_or_default()
-            ),
-            BuildStatus::Failed => {
-                format!("build of {} failed: {}", self.state.describe(commit), rec.reason.as_deref().unwrap_or("?"))
-            }
-            BuildStatus::Unsuitable => format!(
-                "kernel of {} is unsuitable: {}",
-                self.state.describe(commit),
-                rec.reason.as_deref().unwrap_or("?")
-            ),
-        };
-        self.event("build", Some(commit), what, serde_json::to_value(&rec).unwrap_or_default())?;
-        if let Some(c) = self.state.commits.get_mut(commit) {
-            c.build = Some(rec.clone());
-        }
-        self.checkpoint()?;
-        Ok(rec)
-    }
-
-    /// Boots `commit` once and records the boot.
-    fn boot_once(&mut self, commit: &str, role: Role, test: Option<u32>) -> Result<BootEntry, DriverError> {
-        let build = self.ensure_built(commit)?;
-        let index = self.state.boots.len();
-        let obs = self.lab.boot(commit, &build, index)?;
-        let mut classification = obs.classification.clone();
-        let mut detail = obs.detail.clone();
-        let value = if self.state.plan.mode == Mode::Perf && classification == "ok" {
-            let v = mean(&obs.iterations);
-            if v.is_finite() && v > 0.0 {
-                Some(v)
-            } else {
-                classification = "bad_value".into();
-                detail = Some(format!("per-boot mean {v} of {:?} is not a positive number", obs.iterations));
-                None
-            }
-        } else {
-            None
-        };
-        let entry = BootEntry {
-            index,
-            commit: commit.to_string(),
-            role,
-            test,
-            classification,
-            detail,
-            value,
-            iterations: obs.iterations,
-            wall_s: obs.wall_s,
-            at: now(),
-        };
-        let what = match role {
-            Role::GoodReference => "good end".to_string(),
-            Role::BadReference => "bad end".to_string(),
-            Role::Candidate => format!("test {}", test.unwrap_or(0)),
-        };
-        let result = match (&entry.value, &entry.detail) {
-            (Some(v), _) => {
-                format!("{} = {} ({} iterations)", self.state.plan.metric, fmt_value(*v), entry.iterations.len())
-            }
-            (None, Some(d)) => format!("{}: {d}", entry.classification),
-            (None, None) => entry.classification.clone(),
-        };
-        let message = format!("boot {} of {} ({what}): {result} in {:.0} s", index + 1, short(commit), entry.wall_s);
-        self.event("boot", Some(commit), message, serde_json::to_value(&entry).unwrap_or_default())?;
-        // Everything a boot changes goes into the same checkpoint, so a
-        // crash right after it resumes with the same schedule.
-        match role {
-            Role::Candidate => {
-                self.state.since_reference += 1;
-                if entry.value.is_none() {
-                    if let Some(t) = test.and_then(|n| self.state.test_mut(n)) {
-                        t.boot_failures += 1;
-                    }
-                }
-            }
-            Role::GoodReference | Role::BadReference => {
-                self.state.since_reference = 0;
-                self.state.next_reference = role.other();
-            }
-        }
-        self.state.boots.push(entry.clone());
-        self.checkpoint()?;
-        Ok(entry)
-    }
-
-    fn end_of(&self, role: Role) -> (String, &'static str) {
-        match role {
-            Role::BadReference => (self.state.bad.clone(), "bad"),
-            _ => (self.state.good.clone(), "good"),
-        }
-    }
-
-    /// Failures at the end of a reference's boots, and the last one's
-    /// description.
-    fn failures_in_a_row(&self, role: Role) -> (usize, String) {
-        let boots: Vec<&BootEntry> = self.state.boots.iter().filter(|b| b.role == role).collect();
-        let n = boots.iter().rev().take_while(|b| b.value.is_none()).count();
-        let last = boots
-            .last()
-            .map(|b| {
-                format!("{}{}", b.classification, b.detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default())
-            })
-            .unwrap_or_default();
-        (n, last)
     }
 
     /// Measures the ends; `Ok(Err(reason))` when they cannot be bisected.
@@ -635,273 +402,6 @@ impl<'a, L: Lab, H: History, J: Journal> Driver<'a, L, H, J> {
             }
         }
     }
-
-    /// The sequential test's plan for test `number`.
-    fn test_plan(&self, t: &TestRecord) -> TestPlan {
-        let p = &self.state.plan;
-        let (min_boots, max_boots) = match p.policy {
-            StepPolicy::Sequential => {
-                let max = p.max_boots.max(p.min_boots.max(1));
-                // A confirmation is the last word on the culprit: it may
-                // take twice the boots before giving up.
-                match t.kind {
-                    // Confirmations never rest on one boot.
-                    TestKind::ConfirmCulprit | TestKind::ConfirmParent => (p.min_boots.max(2), 2 * max),
-                    _ => (p.min_boots.max(1), max),
-                }
-            }
-            StepPolicy::Fixed { boots } => (boots.max(1), boots.max(1)),
-        };
-        TestPlan { alpha: t.alpha, beta: t.beta, min_boots, max_boots, variance: p.variance }
-    }
-
-    /// Tests `commit` (resuming a test in progress, or returning the verdict
-    /// of one already finished since test number `since`).
-    fn test_commit(
-        &mut self,
-        commit: &str,
-        kind: TestKind,
-        remaining: Option<u64>,
-        since: u32,
-    ) -> Result<Verdict, DriverError> {
-        let existing = self.state.tests.iter().find(|t| t.commit == commit && t.kind == kind && t.number > since);
-        let number = match existing {
-            Some(t) if t.verdict.is_some() => return Ok(t.verdict.unwrap_or(Verdict::Skip)),
-            Some(t) => t.number,
-            None => self.start_test(commit, kind, remaining)?,
-        };
-        let build = self.ensure_built(commit)?;
-        if build.status != BuildStatus::Built {
-            let reason = match build.status {
-                BuildStatus::Failed => format!("build failed: {}", build.reason.unwrap_or_default()),
-                _ => format!("unsuitable kernel: {}", build.reason.unwrap_or_default()),
-            };
-            return self.finish_test(number, Verdict::Skip, reason, None);
-        }
-        match self.state.plan.mode {
-            Mode::Perf => self.perf_test(commit, number),
-            Mode::Boot => self.boot_test(commit, number),
-        }
-    }
-
-    fn start_test(&mut self, commit: &str, kind: TestKind, remaining: Option<u64>) -> Result<u32, DriverError> {
-        self.note_commit(commit)?;
-        let number = self.state.tests.len() as u32 + 1;
-        let p = &self.state.plan;
-        let rate = match (p.step_rate, kind) {
-            (Some(a), TestKind::Step) => a,
-            (Some(_), TestKind::ConfirmCulprit | TestKind::ConfirmParent) => {
-                p.wrong_culprit_rate / f64::from(1 + p.max_revisions)
-            }
-            _ => self.state.budget.per_test(number),
-        };
-        let good_pos = self.state.goods().iter().filter_map(|g| self.history.position(g)).max();
-        let bad_pos = self.history.position(&self.state.current_bad());
-        let bounds = good_pos.zip(bad_pos);
-        let t = TestRecord {
-            number,
-            commit: commit.to_string(),
-            kind,
-            alpha: rate,
-            beta: rate,
-            remaining,
-            bounds,
-            verdict: None,
-            reason: None,
-            evidence: None,
-            boot_failures: 0,
-            started_at: now(),
-            finished_at: None,
-        };
-        let what = match kind {
-            TestKind::Step => format!(
-                "step {number}: testing {}{}",
-                self.state.describe(commit),
-                remaining.map(|r| format!(", {r} candidates left")).unwrap_or_default()
-            ),
-            TestKind::ConfirmCulprit => format!("test {number}: confirming {} is bad", self.state.describe(commit)),
-            TestKind::ConfirmParent => {
-                format!("test {number}: confirming parent {} is good", self.state.describe(commit))
-            }
-            TestKind::Run => format!("test {number}: testing {}", self.state.describe(commit)),
-        };
-        self.event(
-            "test",
-            Some(commit),
-            format!("{what} (α = β = {rate:.2e})"),
-            serde_json::to_value(&t).unwrap_or_default(),
-        )?;
-        self.state.tests.push(t);
-        self.checkpoint()?;
-        Ok(number)
-    }
-
-    fn finish_test(
-        &mut self,
-        number: u32,
-        verdict: Verdict,
-        reason: String,
-        evidence: Option<Evaluation>,
-    ) -> Result<Verdict, DriverError> {
-        let mut commit = String::new();
-        if let Some(t) = self.state.test_mut(number) {
-            t.verdict = Some(verdict);
-            t.reason = Some(reason.clone());
-            if evidence.is_some() {
-                t.evidence = evidence;
-            }
-            t.finished_at = Some(now());
-            commit = t.commit.clone();
-        }
-        let candidate_boots = self.state.test_boots(number).count();
-        let message = format!("test {number}: {} is {verdict}: {reason}", short(&commit));
-        let data = json!({"test": number, "verdict": verdict, "reason": reason, "evidence": evidence, "candidate_boots": candidate_boots});
-        self.event("verdict", Some(&commit), message, data)?;
-        self.checkpoint()?;
-        Ok(verdict)
-    }
-
-    /// One interleaved reference boot, when it is due.
-    fn maybe_reference_boot(&mut self) -> Result<(), DriverError> {
-        let every = self.state.plan.reference_every;
-        if every == 0 || self.state.since_reference < every || self.state.plan.mode == Mode::Boot {
-            return Ok(());
-        }
-        let role = self.state.next_reference;
-        let (commit, which) = self.end_of(role);
-        self.boot_once(&commit, role, None)?;
-        let (n, last) = self.failures_in_a_row(role);
-        if n >= MAX_REFERENCE_FAILURES_IN_A_ROW {
-            return Err(DriverError::ReferenceBroken { which, commit, n, last });
-        }
-        Ok(())
-    }
-
-    /// Whether the ends are known too imprecisely for this test: even at its
-    /// cap of candidate boots, a candidate exactly like one end could not
-    /// take the ratio [`REACH`] times past the boundary, because the test
-    /// weighs each end's mean by how many boots it rests on. Then another
-    /// boot of the end with fewer boots is worth more than a candidate boot
-    /// (and serves every later step too).
-    fn ends_too_imprecise(&self, model: &ReferenceModel, plan: &TestPlan) -> bool {
-        let p = &self.state.plan;
-        if !matches!(p.policy, StepPolicy::Sequential) {
-            return false;
-        }
-        let nr = model.good.n.min(model.bad.n) as f64;
-        if nr >= f64::from(p.reference_cap) {
-            return false;
-        }
-        let cap = f64::from(plan.max_boots);
-        let var = (model.sigma.powi(2) * plan.variance.factor(model.df)).max(1e-12);
-        let delta = model.bad.mean - model.good.mean;
-        let w = nr * cap / (nr + cap);
-        let attainable = w * delta * delta / (2.0 * var);
-        attainable < REACH * plan.upper().max(-plan.lower())
-    }
-
-    fn perf_test(&mut self, commit: &str, number: u32) -> Result<Verdict, DriverError> {
-        loop {
-            let Some(t) = self.state.tests.iter().find(|t| t.number == number).cloned() else {
-                return Ok(Verdict::Skip);
-            };
-            let values = self.state.test_values(number);
-            let good = self.state.reference_values(Role::GoodReference);
-            let bad = self.state.reference_values(Role::BadReference);
-            let others = self.state.other_groups(number);
-            let others: Vec<&[f64]> = others.iter().map(Vec::as_slice).collect();
-            let model = ReferenceModel::estimate(&good, &bad, &others)?;
-            let plan = self.test_plan(&t);
-            let mut eval = evaluate(&model, &plan, &values)?;
-            if let StepPolicy::Fixed { .. } = self.state.plan.policy {
-                // The classic rule: after the fixed boots, the closer end.
-                if values.len() >= plan.max_boots as usize {
-                    eval.decision = if eval.position.unwrap_or(0.0) < 0.5 { Decision::Good } else { Decision::Bad };
-                }
-            }
-            if let Some(tm) = self.state.test_mut(number) {
-                tm.evidence = Some(eval);
-            }
-            match eval.decision {
-                Decision::Good => return self.finish_test(number, Verdict::Good, explain(&eval), Some(eval)),
-                Decision::Bad => return self.finish_test(number, Verdict::Bad, explain(&eval), Some(eval)),
-                Decision::Unsure => {
-                    let reason = format!("still unsure at the cap of {} boots: {}", plan.max_boots, explain(&eval));
-                    return self.finish_test(number, Verdict::Skip, reason, Some(eval));
-                }
-                Decision::Continue => {}
-            }
-            if self.ends_too_imprecise(&model, &plan) {
-                let role = if good.len() <= bad.len() { Role::GoodReference } else { Role::BadReference };
-                let (commit, which) = self.end_of(role);
-                self.boot_once(&commit, role, None)?;
-                let (n, last) = self.failures_in_a_row(role);
-                if n >= MAX_REFERENCE_FAILURES_IN_A_ROW {
-                    return Err(DriverError::ReferenceBroken { which, commit, n, last });
-                }
-                continue;
-            }
-            if t.boot_failures >= MAX_CANDIDATE_FAILURES {
-                let failures: Vec<String> = self
-                    .state
-                    .test_boots(number)
-                    .filter(|b| b.value.is_none())
-                    .map(|b| {
-                        format!(
-                            "{}{}",
-                            b.classification,
-                            b.detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default()
-                        )
-                    })
-                    .collect();
-                let reason = format!("{} boots failed: {}", failures.len(), failures.join("; "));
-                return self.finish_test(number, Verdict::Skip, reason, Some(eval));
-            }
-            self.maybe_reference_boot()?;
-            self.boot_once(commit, Role::Candidate, Some(number))?;
-        }
-    }
-
-    fn boot_test(&mut self, commit: &str, number: u32) -> Result<Verdict, DriverError> {
-        let tries = self.state.plan.boot_tries.max(1) as usize;
-        loop {
-            let boots: Vec<BootEntry> = self.state.test_boots(number).cloned().collect();
-            if let Some(f) = boots.iter().find(|b| b.kernel_failed()) {
-                let reason = format!(
-                    "boot {} ended in {}{}",
-                    f.index + 1,
-                    f.classification,
-                    f.detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default()
-                );
-                return self.finish_test(number, Verdict::Bad, reason, None);
-            }
-            let ok = boots.iter().filter(|b| b.classification == "ok").count();
-            if ok >= tries {
-                return self.finish_test(number, Verdict::Good, format!("booted cleanly {ok} time(s)"), None);
-            }
-            let other = boots.len() - ok;
-            if other as u32 >= MAX_CANDIDATE_FAILURES {
-                let why: Vec<String> = boots
-                    .iter()
-                    .filter(|b| b.classification != "ok")
-                    .map(|b| {
-                        format!(
-                            "{}{}",
-                            b.classification,
-                            b.detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default()
-                        )
-                    })
-                    .collect();
-                return self.finish_test(
-                    number,
-                    Verdict::Skip,
-                    format!("boots failed for other reasons: {}", why.join("; ")),
-                    None,
-                );
-            }
-            self.boot_once(commit, Role::Candidate, Some(number))?;
-        }
-    }
 }
 
 #[cfg(test)]
@@ -909,7 +409,7 @@ mod tests {
     use super::*;
     use crate::bisect::journal::MemoryJournal;
     use crate::bisect::simulate::{LinearHistory, ModelLab, NoiseModel};
-    use crate::bisect::state::Plan;
+    use crate::bisect::state::{BisectState, Plan};
 
     fn run(lab: &mut ModelLab, history: &mut LinearHistory, plan: Plan) -> (BisectState, Outcome) {
         let mut state =

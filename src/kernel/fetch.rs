@@ -16,129 +16,36 @@
 //! ```
 //! An entry appears by one rename of a complete tree, so an interrupted fetch
 //! leaves nothing that [`cached`] would accept.
+//!
+//! This file owns the cache; the apt and dpkg mechanics are in `apt` (which
+//! knows nothing of the cache), and the error both report is in `error`.
+
+mod apt;
+mod error;
 
 use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::{Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::arch::DebianArch;
+use apt::{unpack_deb, Apt, Resolved};
+use error::log;
 
-/// Environment variable that overrides the private apt directory.
-pub const APT_DIR_ENV: &str = "BOOTBENCH_APT_DIR";
-/// Where `scripts/setup` writes the private apt configuration by default.
-pub const DEFAULT_APT_DIR: &str = "/var/cache/bootbench/apt";
+pub use apt::{apt_dir, APT_DIR_ENV, DEFAULT_APT_DIR};
+pub(crate) use apt::{candidate_version, download_package};
+pub use error::FetchError;
+
 /// Environment variable that sets the kernel cache root itself.
 pub const CACHE_ENV: &str = "BOOTBENCH_CACHE";
 /// Name of the metadata file in each cache entry.
 pub const KERNEL_JSON: &str = "kernel.json";
 /// Name of the symlink to the chosen entry in each arch directory.
 pub const DEFAULT_LINK: &str = "default";
-
-/// How many trailing lines of a failed command's output an error keeps.
-const TAIL_LINES: usize = 15;
-
-/// Errors while fetching or looking up a cached kernel.
-#[derive(Debug, thiserror::Error)]
-pub enum FetchError {
-    /// `scripts/setup` has not written the private apt configuration.
-    #[error("the private apt configuration {dir} does not exist: run scripts/setup first")]
-    NoAptConfig {
-        /// The directory looked for.
-        dir: PathBuf,
-    },
-    /// The private sources.list has no usable `deb` line.
-    #[error("{path} has no 'deb URI SUITE COMPONENT' line: run scripts/setup again")]
-    BadSources {
-        /// The sources.list.
-        path: PathBuf,
-    },
-    /// A file system operation failed.
-    #[error("cannot {action} {path}")]
-    Io {
-        /// What was being done, e.g. "create directory".
-        action: &'static str,
-        /// On which path.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: io::Error,
-    },
-    /// A program could not be started at all.
-    #[error("cannot run {program} while {doing} for {arch}")]
-    Spawn {
-        /// The program, e.g. `apt-get`.
-        program: String,
-        /// What it was for.
-        doing: String,
-        /// The architecture being fetched.
-        arch: DebianArch,
-        /// Why.
-        #[source]
-        source: io::Error,
-    },
-    /// A program ran and failed.
-    #[error("`{command}` failed ({status}) while {doing} for {arch}:\n{output_tail}")]
-    Command {
-        /// The command line, without the private apt options.
-        command: String,
-        /// Its exit status.
-        status: String,
-        /// What it was for, naming the package.
-        doing: String,
-        /// The architecture being fetched.
-        arch: DebianArch,
-        /// The last lines of its stderr (or of stdout when stderr is empty).
-        output_tail: String,
-    },
-    /// apt's answer did not name a kernel package.
-    #[error("cannot resolve the {arch} kernel from {metapackage}: {why}")]
-    Resolve {
-        /// The architecture being fetched.
-        arch: DebianArch,
-        /// The metapackage asked about.
-        metapackage: String,
-        /// What was missing.
-        why: String,
-    },
-    /// The unpacked package does not look like a Debian kernel image package.
-    #[error("package {package} ({arch}) unpacked in {dir} has no usable kernel: {why}")]
-    Layout {
-        /// The package.
-        package: String,
-        /// The architecture being fetched.
-        arch: DebianArch,
-        /// Where it was unpacked.
-        dir: PathBuf,
-        /// What was missing.
-        why: String,
-    },
-    /// The image in the package is not a kernel for the arch.
-    #[error("package {package} ({arch}) holds an unusable kernel image")]
-    Image {
-        /// The package.
-        package: String,
-        /// The architecture being fetched.
-        arch: DebianArch,
-        /// Why.
-        #[source]
-        source: qemu::kernel_image::KernelImageError,
-    },
-    /// A cache entry that cannot be used as it is.
-    #[error("kernel cache entry {path} is unusable ({why}); run `bootbench kernel fetch --update` or delete it")]
-    Corrupt {
-        /// The entry or its metadata file.
-        path: PathBuf,
-        /// What is wrong.
-        why: String,
-    },
-}
 
 /// The metadata of one cached kernel, stored as `kernel.json` in its entry.
 /// Paths are relative to the entry directory.
@@ -232,13 +139,6 @@ fn cache_root_from(env: impl Fn(&str) -> Option<OsString>) -> PathBuf {
     }
 }
 
-/// The private apt directory: `$BOOTBENCH_APT_DIR` or [`DEFAULT_APT_DIR`].
-pub fn apt_dir() -> PathBuf {
-    std::env::var_os(APT_DIR_ENV)
-        .filter(|v| !v.is_empty())
-        .map_or_else(|| PathBuf::from(DEFAULT_APT_DIR), PathBuf::from)
-}
-
 /// The kernel `fetch` chose last for `arch`, with no network access; `None`
 /// when nothing was fetched for it yet. An entry that is incomplete or whose
 /// metadata does not parse is an error, never silently skipped.
@@ -309,66 +209,15 @@ pub fn fetch(arch: DebianArch, update: bool, cache_root: &Path) -> Result<Fetche
     Ok(kernel)
 }
 
-/// Downloads the candidate of `package` (an `Architecture: all` package such
-/// as `linux-source-6.1` is in every arch's index) into `dir` through the
-/// private apt configuration, refreshing `arch`'s indexes only when they are
-/// missing. Returns the version and the .deb; used by
-/// [`source`](super::source).
-pub(crate) fn download_package(arch: DebianArch, package: &str, dir: &Path) -> Result<(String, PathBuf), FetchError> {
-    let apt = Apt::open(arch)?;
-    if !apt.has_main_index()? {
-        apt.update()?;
-    }
-    let record = apt.show(package)?;
-    let version = field(&record, "Version")
-        .ok_or_else(|| FetchError::Resolve {
-            arch,
-            metapackage: package.to_string(),
-            why: "apt-cache show printed no Version".into(),
-        })?
-        .to_string();
-    let spec = format!("{package}={version}");
-    apt.run("apt-get", &["download", &spec], Some(dir), &format!("downloading {spec}"))?;
-    let resolved = Resolved {
-        arch,
-        metapackage: package.to_string(),
-        package: package.to_string(),
-        version: version.clone(),
-        source: package.to_string(),
-    };
-    Ok((version, single_deb(dir, &resolved)?))
-}
-
-/// The candidate version of `package` in `arch`'s indexes, without network
-/// access (`None` when the indexes are missing or do not list it).
-pub(crate) fn candidate_version(arch: DebianArch, package: &str) -> Option<String> {
-    let apt = Apt::open(arch).ok()?;
-    if !apt.has_main_index().ok()? {
-        return None;
-    }
-    field(&apt.show(package).ok()?, "Version").map(str::to_string)
-}
-
-/// A concrete kernel package chosen by apt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Resolved {
-    arch: DebianArch,
-    metapackage: String,
-    package: String,
-    version: String,
-    source: String,
-}
-
-impl Resolved {
-    /// Entry directory name; an epoch's ':' is escaped as dpkg does in file names.
-    fn entry_name(&self) -> String {
-        format!("{}_{}", self.package, self.version.replace(':', "%3a"))
-    }
+/// Entry directory name of `resolved`; an epoch's ':' is escaped as dpkg
+/// does in file names.
+fn entry_name(resolved: &Resolved) -> String {
+    format!("{}_{}", resolved.package, resolved.version.replace(':', "%3a"))
 }
 
 /// Returns the cache entry for `resolved`, downloading and unpacking it when absent.
 fn entry_for(resolved: &Resolved, arch_dir: &Path) -> Result<FetchedKernel, FetchError> {
-    let entry = arch_dir.join(resolved.entry_name());
+    let entry = arch_dir.join(entry_name(resolved));
     if let Ok(kernel) = load_entry(&entry, resolved.arch) {
         if kernel.info.package == resolved.package && kernel.info.version == resolved.version {
             log(format_args!("{} {} is already in {}", resolved.package, resolved.version, entry.display()));
@@ -398,8 +247,7 @@ fn download_and_unpack(resolved: &Resolved, temp: &Path) -> Result<PathBuf, Fetc
     let started = Instant::now();
     let spec = format!("{}:{}={}", resolved.package, arch, resolved.version);
     let doing = format!("downloading {} {}", resolved.package, resolved.version);
-    Apt::open(arch)?.run("apt-get", &["download", &spec], Some(&deb_dir), &doing)?;
-    let deb = single_deb(&deb_dir, resolved)?;
+    let deb = Apt::open(arch)?.download(&spec, &deb_dir, &doing, resolved)?;
     let deb_bytes = fs::metadata(&deb).map(|m| m.len()).unwrap_or(0);
     log(format_args!(
         "downloaded {} {} ({:.1} MB) in {:.1} s",
@@ -411,7 +259,7 @@ fn download_and_unpack(resolved: &Resolved, temp: &Path) -> Result<PathBuf, Fetc
 
     let started = Instant::now();
     let doing = format!("unpacking {} {}", resolved.package, resolved.version);
-    run(arch, "dpkg-deb", &[OsString::from("-x"), deb.clone().into(), tree.clone().into()], None, &doing, "")?;
+    unpack_deb(arch, &deb, &tree, &doing)?;
     remove_file(&deb)?;
     log(format_args!("unpacked {} in {:.1} s", resolved.package, started.elapsed().as_secs_f64()));
 
@@ -542,323 +390,6 @@ fn remove_stale_temps(arch_dir: &Path) {
     }
 }
 
-/// The one .deb `apt-get download` left in `dir`.
-fn single_deb(dir: &Path, resolved: &Resolved) -> Result<PathBuf, FetchError> {
-    let debs: Vec<PathBuf> = fs::read_dir(dir)
-        .map_err(|source| FetchError::Io { action: "list", path: dir.to_path_buf(), source })?
-        .filter_map(|entry| Some(entry.ok()?.path()))
-        .filter(|path| path.extension().is_some_and(|ext| ext == "deb"))
-        .collect();
-    match <[PathBuf; 1]>::try_from(debs) {
-        Ok([deb]) => Ok(deb),
-        Err(debs) => Err(FetchError::Layout {
-            package: resolved.package.clone(),
-            arch: resolved.arch,
-            dir: dir.to_path_buf(),
-            why: format!("apt-get download left {} .deb files, expected 1", debs.len()),
-        }),
-    }
-}
-
-/// apt-get and apt-cache bound to the private configuration, for one architecture.
-struct Apt {
-    dir: PathBuf,
-    arch: DebianArch,
-    /// The first suite of the private sources.list (`bookworm`): its main
-    /// index must be present; the others may fail to update.
-    base_suite: String,
-}
-
-impl Apt {
-    fn open(arch: DebianArch) -> Result<Apt, FetchError> {
-        let dir = apt_dir();
-        let sources = dir.join("sources.list");
-        if !sources.is_file() {
-            return Err(FetchError::NoAptConfig { dir });
-        }
-        let text = fs::read_to_string(&sources).map_err(|source| FetchError::Io {
-            action: "read",
-            path: sources.clone(),
-            source,
-        })?;
-        let base_suite = base_suite(&text).ok_or(FetchError::BadSources { path: sources })?;
-        Ok(Apt { dir, arch, base_suite })
-    }
-
-    /// Index directory of this architecture, kept apart from the others so
-    /// that no dpkg foreign-architecture setting is needed.
-    fn lists(&self) -> PathBuf {
-        self.dir.join(format!("lists-{}", self.arch))
-    }
-
-    fn options(&self) -> Vec<OsString> {
-        let dir = self.dir.display();
-        let arch = self.arch;
-        let mut settings = vec![
-            format!("Dir::Etc::sourcelist={dir}/sources.list"),
-            format!("Dir::Etc::sourceparts={dir}/parts"),
-            format!("Dir::State::lists={}", self.lists().display()),
-            format!("Dir::Cache::archives={dir}/archives"),
-            // Build apt's package cache in memory: a file would be rebuilt over the
-            // system's, and three of them on disk (about 75 MB per arch) save
-            // only half a second per lookup.
-            "Dir::Cache::pkgcache=".to_string(),
-            "Dir::Cache::srcpkgcache=".to_string(),
-            format!("APT::Architecture={arch}"),
-            format!("APT::Architectures::={arch}"),
-            "Acquire::Languages=none".to_string(),
-            "Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false".to_string(),
-        ];
-        if running_as_root() {
-            // Root downloads into a directory the _apt user cannot enter; say so
-            // up front instead of letting apt warn about it.
-            settings.push("APT::Sandbox::User=root".to_string());
-        }
-        settings.into_iter().flat_map(|s| [OsString::from("-o"), OsString::from(s)]).collect()
-    }
-
-    /// The full argv for `args`: the private options, `-q`, then `args`.
-    fn argv(&self, args: &[&str]) -> Vec<OsString> {
-        let mut argv = self.options();
-        argv.push("-q".into());
-        argv.extend(args.iter().map(OsString::from));
-        argv
-    }
-
-    /// What errors add to a command line they show without its options.
-    fn note(&self) -> String {
-        format!(" (private apt configuration {}, indexes {})", self.dir.display(), self.lists().display())
-    }
-
-    /// Runs `program` (apt-get or apt-cache) with the private options.
-    fn run(&self, program: &str, args: &[&str], cwd: Option<&Path>, doing: &str) -> Result<Output, FetchError> {
-        run(self.arch, program, &self.argv(args), cwd, doing, &self.note())
-    }
-
-    /// Whether this arch's main index of the base suite has been downloaded.
-    fn has_main_index(&self) -> Result<bool, FetchError> {
-        let lists = self.lists();
-        let entries = match fs::read_dir(&lists) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-            Err(source) => return Err(FetchError::Io { action: "list", path: lists, source }),
-        };
-        let marker = format!("_dists_{}_main_binary-{}_Packages", self.base_suite, self.arch);
-        Ok(entries.flatten().any(|entry| entry.file_name().to_string_lossy().contains(&marker)))
-    }
-
-    /// `apt-get update` into this arch's index directory. A failure is
-    /// tolerated when only indexes other than the base suite's failed (the
-    /// security index of foreign architectures is often broken) and the base
-    /// suite's main index is present.
-    fn update(&self) -> Result<(), FetchError> {
-        let lists = self.lists();
-        create_dir_all(&lists.join("partial"))?;
-        let started = Instant::now();
-        log(format_args!("updating the {} package indexes in {}", self.arch, lists.display()));
-        let doing = format!("updating the {} package indexes", self.arch);
-        let argv = self.argv(&["update"]);
-        let output = spawn(self.arch, "apt-get", &argv, None, &doing)?;
-        if output.status.success() {
-            log(format_args!("updated in {:.1} s", started.elapsed().as_secs_f64()));
-            return Ok(());
-        }
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let failed: Vec<&str> = stderr.lines().filter(|line| line.contains("Failed to fetch")).collect();
-        let base = format!("/dists/{}/", self.base_suite);
-        if failed.is_empty() || failed.iter().any(|line| line.contains(&base)) || !self.has_main_index()? {
-            return Err(command_failed(self.arch, "apt-get", &argv, &output, &doing, &self.note()));
-        }
-        for line in failed {
-            log(format_args!("ignoring a broken index: {}", line.trim_start_matches("E: ").trim()));
-        }
-        log(format_args!(
-            "apt-get update exited with an error, but the main {} index for {} was fetched; continuing ({:.1} s)",
-            self.base_suite,
-            self.arch,
-            started.elapsed().as_secs_f64()
-        ));
-        Ok(())
-    }
-
-    /// The candidate record of `spec` (`name` or `name=version`).
-    fn show(&self, spec: &str) -> Result<Vec<(String, String)>, FetchError> {
-        let doing = format!("looking up {spec}");
-        let output = self.run("apt-cache", &["show", "--no-all-versions", spec], None, &doing)?;
-        Ok(first_stanza(&String::from_utf8_lossy(&output.stdout)))
-    }
-
-    /// The concrete kernel package the metapackage's candidate depends on.
-    fn resolve(&self) -> Result<Resolved, FetchError> {
-        let metapackage = self.arch.metapackage();
-        let resolve_err = |why: String| FetchError::Resolve { arch: self.arch, metapackage: metapackage.into(), why };
-        let meta = self.show(metapackage)?;
-        let depends = field(&meta, "Depends").ok_or_else(|| resolve_err("its record has no Depends".into()))?;
-        let (package, pinned) = kernel_dependency(depends, metapackage)
-            .ok_or_else(|| resolve_err(format!("no linux-image-* package in Depends: {depends}")))?;
-        let spec = match &pinned {
-            Some(version) => format!("{package}={version}"),
-            None => package.clone(),
-        };
-        let record = self.show(&spec)?;
-        let version = field(&record, "Version").ok_or_else(|| resolve_err(format!("{spec} has no Version")))?;
-        let source = field(&record, "Source").unwrap_or(&package).to_string();
-        let meta_version = field(&meta, "Version").unwrap_or("?");
-        log(format_args!("{metapackage} {meta_version} ({}) depends on {package} {version}", self.arch));
-        Ok(Resolved {
-            arch: self.arch,
-            metapackage: metapackage.to_string(),
-            package,
-            version: version.to_string(),
-            source,
-        })
-    }
-}
-
-/// Runs a program and turns a failure into [`FetchError::Command`]. `note` is
-/// appended to the command shown in errors (the apt options are left out of it).
-fn run(
-    arch: DebianArch,
-    program: &str,
-    argv: &[OsString],
-    cwd: Option<&Path>,
-    doing: &str,
-    note: &str,
-) -> Result<Output, FetchError> {
-    let output = spawn(arch, program, argv, cwd, doing)?;
-    if output.status.success() {
-        Ok(output)
-    } else {
-        Err(command_failed(arch, program, argv, &output, doing, note))
-    }
-}
-
-/// Runs a program in the C locale (its messages are parsed) and collects its
-/// output, whatever its exit status.
-fn spawn(
-    arch: DebianArch,
-    program: &str,
-    argv: &[OsString],
-    cwd: Option<&Path>,
-    doing: &str,
-) -> Result<Output, FetchError> {
-    let mut command = Command::new(program);
-    command.args(argv).env("LC_ALL", "C");
-    if let Some(cwd) = cwd {
-        command.current_dir(cwd);
-    }
-    command.output().map_err(|source| FetchError::Spawn {
-        program: program.to_string(),
-        doing: doing.to_string(),
-        arch,
-        source,
-    })
-}
-
-/// The error for a command that exited unsuccessfully: its argv without `-o`
-/// options, status, and the tail of stderr (or of stdout when stderr is empty).
-fn command_failed(
-    arch: DebianArch,
-    program: &str,
-    argv: &[OsString],
-    output: &Output,
-    doing: &str,
-    note: &str,
-) -> FetchError {
-    let mut shown = vec![program.to_string()];
-    let mut args = argv.iter();
-    while let Some(arg) = args.next() {
-        if arg == "-o" {
-            args.next();
-        } else {
-            shown.push(arg.to_string_lossy().into_owned());
-        }
-    }
-    let stream = if output.stderr.iter().all(u8::is_ascii_whitespace) { &output.stdout } else { &output.stderr };
-    FetchError::Command {
-        command: format!("{}{note}", shown.join(" ")),
-        status: output.status.to_string(),
-        doing: doing.to_string(),
-        arch,
-        output_tail: tail(&String::from_utf8_lossy(stream), TAIL_LINES),
-    }
-}
-
-/// The suite of the first `deb` line of a sources.list.
-fn base_suite(sources: &str) -> Option<String> {
-    sources.lines().find_map(|line| {
-        let line = line.split('#').next().unwrap_or("");
-        let mut words = line.split_whitespace();
-        if words.next()? != "deb" {
-            return None;
-        }
-        let mut uri = words.next()?;
-        if uri.starts_with('[') {
-            // Skip an options block such as "[arch=amd64 signed-by=...]".
-            while !uri.ends_with(']') {
-                uri = words.next()?;
-            }
-            words.next()?;
-        }
-        words.next().map(str::to_string)
-    })
-}
-
-/// The fields of the first record in `apt-cache show` output, continuation
-/// lines folded into their field.
-fn first_stanza(text: &str) -> Vec<(String, String)> {
-    let mut fields: Vec<(String, String)> = Vec::new();
-    for line in text.lines() {
-        if line.trim().is_empty() {
-            if fields.is_empty() {
-                continue;
-            }
-            break;
-        }
-        if line.starts_with([' ', '\t']) {
-            if let Some((_, value)) = fields.last_mut() {
-                value.push('\n');
-                value.push_str(line.trim());
-            }
-        } else if let Some((name, value)) = line.split_once(':') {
-            fields.push((name.to_string(), value.trim().to_string()));
-        }
-    }
-    fields
-}
-
-fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    fields.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-}
-
-/// The first `linux-image-*` package in a Depends field, with the version it
-/// is pinned to by `(= VERSION)`, if any.
-fn kernel_dependency(depends: &str, metapackage: &str) -> Option<(String, Option<String>)> {
-    depends.split(',').find_map(|clause| {
-        let first = clause.split('|').next()?.trim();
-        let (name, rest) = first.split_once(|c: char| c.is_whitespace() || c == '(').unwrap_or((first, ""));
-        let name = name.split(':').next()?.trim();
-        if !name.starts_with("linux-image-") || name == metapackage {
-            return None;
-        }
-        let pinned = rest
-            .trim()
-            .trim_start_matches('(')
-            .trim_end_matches(')')
-            .trim()
-            .strip_prefix('=')
-            .map(|version| version.trim().to_string())
-            .filter(|version| !version.is_empty());
-        Some((name.to_string(), pinned))
-    })
-}
-
-/// The last `lines` lines of `text`, trimmed.
-fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.trim_end().lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
-
 fn sha256_file(path: &Path) -> Result<String, FetchError> {
     let read_err = |source| FetchError::Io { action: "read", path: path.to_path_buf(), source };
     let mut file = File::open(path).map_err(read_err)?;
@@ -872,14 +403,6 @@ fn sha256_file(path: &Path) -> Result<String, FetchError> {
         hasher.update(&buf[..n]);
     }
     Ok(hex::encode(hasher.finalize()))
-}
-
-fn running_as_root() -> bool {
-    fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
-}
-
-fn log(message: std::fmt::Arguments<'_>) {
-    eprintln!("bootbench: kernel: {message}");
 }
 
 fn create_dir_all(path: &Path) -> Result<(), FetchError> {
@@ -948,50 +471,6 @@ mod tests {
     }
 
     #[test]
-    fn base_suite_is_the_first_deb_line() {
-        let sources = "# comment\ndeb-src http://m/debian x main\n\
-                       deb [arch=amd64 signed-by=/k.gpg] http://m/debian bookworm main\n\
-                       deb http://m/debian bookworm-updates main\n";
-        assert_eq!(base_suite(sources).as_deref(), Some("bookworm"));
-        assert_eq!(base_suite("deb http://m/debian trixie main").as_deref(), Some("trixie"));
-        assert_eq!(base_suite("# nothing\n"), None);
-    }
-
-    #[test]
-    fn parses_the_candidate_record() {
-        let text = "Package: linux-image-amd64\nSource: linux-signed-amd64 (6.1.192+3)\nVersion: 6.1.192-3\n\
-                    Depends: linux-image-6.1.0-57-amd64 (= 6.1.192-3)\nDescription: Linux for\n 64-bit PCs\n\n\
-                    Package: linux-image-amd64\nVersion: 6.1.176-1\n";
-        let fields = first_stanza(text);
-        assert_eq!(field(&fields, "version"), Some("6.1.192-3"));
-        assert_eq!(field(&fields, "Description"), Some("Linux for\n64-bit PCs"));
-        let depends = field(&fields, "Depends").unwrap();
-        assert_eq!(
-            kernel_dependency(depends, "linux-image-amd64"),
-            Some(("linux-image-6.1.0-57-amd64".to_string(), Some("6.1.192-3".to_string())))
-        );
-    }
-
-    #[test]
-    fn kernel_dependency_skips_other_packages() {
-        assert_eq!(
-            kernel_dependency("kmod, linux-base (>= 4.3~), linux-image-6.1.0-50-686:i386", "linux-image-686"),
-            Some(("linux-image-6.1.0-50-686".to_string(), None))
-        );
-        assert_eq!(
-            kernel_dependency("linux-image-6.1.0-50-686-unsigned (=6.1.176-1) | linux-image-6.1.0-50-686", "x"),
-            Some(("linux-image-6.1.0-50-686-unsigned".to_string(), Some("6.1.176-1".to_string())))
-        );
-        assert_eq!(kernel_dependency("kmod, initramfs-tools", "linux-image-686"), None);
-    }
-
-    #[test]
-    fn tail_keeps_the_last_lines() {
-        assert_eq!(tail("a\nb\nc\n\n", 2), "b\nc");
-        assert_eq!(tail("a", 5), "a");
-    }
-
-    #[test]
     fn entry_name_escapes_an_epoch() {
         let resolved = Resolved {
             arch: DebianArch::Amd64,
@@ -1000,7 +479,7 @@ mod tests {
             version: "1:6.1-1~bpo".into(),
             source: "s".into(),
         };
-        assert_eq!(resolved.entry_name(), "linux-image-x_1%3a6.1-1~bpo");
+        assert_eq!(entry_name(&resolved), "linux-image-x_1%3a6.1-1~bpo");
     }
 
     /// Writes a fake but well-formed cache entry and points `default` at it.
@@ -1013,7 +492,7 @@ mod tests {
             source: "linux".into(),
         };
         let arch_dir = root.join(arch.as_str());
-        let entry = arch_dir.join(resolved.entry_name());
+        let entry = arch_dir.join(entry_name(&resolved));
         fs::create_dir_all(entry.join("boot")).unwrap();
         fs::create_dir_all(entry.join("lib/modules/6.1.0-99-test")).unwrap();
         let exe = fs::read("/proc/self/exe").unwrap();

@@ -1,0 +1,127 @@
+//! The built-in suites (`quick`, `standard`, `full`, `contest`): which
+//! workloads each runs, how often and at what size. It must not depend on
+//! the cmdline keys.
+
+use super::document::{default_seed, default_warmup, Suite, SuiteError, WorkloadSpec};
+
+/// Names of the built-in suites, smallest first.
+pub const BUILTIN_SUITES: &[&str] = &["quick", "standard", "full", "contest"];
+
+impl Suite {
+    /// A built-in suite by name.
+    pub fn builtin(name: &str) -> Result<Suite, SuiteError> {
+        if name == "contest" {
+            return Ok(contest_suite());
+        }
+        let (iterations, fork_count, watchdog_s) = match name {
+            "quick" => (5, 1000, 600),
+            "standard" => (10, 10_000, 2 * 3600),
+            "full" => (20, 50_000, 4 * 3600),
+            other => return Err(SuiteError::UnknownSuite(other.to_string())),
+        };
+        let mut fork_params = serde_json::Map::new();
+        fork_params.insert("count".into(), fork_count.into());
+        Ok(Suite {
+            name: name.to_string(),
+            seed: default_seed(),
+            iterations,
+            warmup: default_warmup(),
+            watchdog_s,
+            workloads: [
+                vec![WorkloadSpec { name: "fork".into(), iterations: None, warmup: None, params: fork_params }],
+                nbench_specs(name),
+                kernbench_era_specs(name),
+            ]
+            .concat(),
+        })
+    }
+}
+
+/// The `contest` suite: contest's eleven rows, three runs of each (the
+/// `[runs]` of reference 003 were 2 to 5), on the scratch disk `bootbench
+/// run` attaches for it. Hours under TCG with a 1 GiB guest; the rows and
+/// sizes are `bootbench.contest.*` parameters.
+fn contest_suite() -> Suite {
+    Suite {
+        name: "contest".to_string(),
+        seed: default_seed(),
+        iterations: 3,
+        warmup: 0,
+        watchdog_s: 8 * 3600,
+        workloads: vec![WorkloadSpec {
+            name: "contest".into(),
+            iterations: None,
+            warmup: None,
+            params: serde_json::Map::new(),
+        }],
+    }
+}
+
+/// The kbuild, SDET and hackbench entries of built-in suite `size`.
+///
+/// Quick fits CI under TCG next to fork, dbench and tbench (the six take
+/// about a minute of guest time on x86_64): a 16-file tree built at the
+/// optimal and maximal job counts without kernbench's warmup build, SDET
+/// at 1 and 4 scripts of 6 units, hackbench with 2 groups of 10. Standard
+/// and full follow reference 000 (kernbench and SDET at 1/4/16/64/128
+/// scripts, 10 and 20 iterations): kernbench's half/optimal/maximal runs
+/// after its warmup build, and hackbench's classic 10 groups of 20; full
+/// doubles the tree and the SDET script length.
+fn kernbench_era_specs(size: &str) -> Vec<WorkloadSpec> {
+    let quick = size == "quick";
+    let spec = |name: &str, iterations: Option<u32>, warmup: Option<u32>, params: serde_json::Value| WorkloadSpec {
+        name: name.into(),
+        iterations,
+        warmup,
+        params: match params {
+            serde_json::Value::Object(m) => m,
+            _ => serde_json::Map::new(),
+        },
+    };
+    let (files, modes, warmup_build) = match size {
+        "quick" => (16, vec!["optimal", "maximal"], false),
+        "standard" => (300, vec!["half", "optimal", "maximal"], true),
+        _ => (600, vec!["half", "optimal", "maximal"], true),
+    };
+    let (levels, units) = match size {
+        "quick" => (vec![1, 4], 6),
+        "standard" => (vec![1, 4, 16, 64, 128], 12),
+        _ => (vec![1, 4, 16, 64, 128], 24),
+    };
+    let (groups, fds, loops) = if quick { (2, 10, 20) } else { (10, 20, 100) };
+    let few = quick.then_some(3);
+    vec![
+        // kernbench's own warmup build replaces a discarded iteration.
+        spec(
+            "kbuild",
+            few,
+            Some(0),
+            serde_json::json!({ "files": files, "modes": modes, "warmup_build": warmup_build }),
+        ),
+        spec("sdet", few, quick.then_some(0), serde_json::json!({ "levels": levels, "units": units })),
+        spec("hackbench", few, None, serde_json::json!({ "groups": groups, "fds": fds, "loops": loops })),
+    ]
+}
+
+/// The dbench and tbench entries of built-in suite `size`. Quick fits CI
+/// under TCG (about 8 s of guest time each); standard and full follow
+/// reference 000 (10 to 20 iterations). The warmup is inside each iteration
+/// (`warmup_s`), so no whole iteration is discarded.
+fn nbench_specs(size: &str) -> Vec<WorkloadSpec> {
+    let (clients, warmup_s, duration_s, iterations) = match size {
+        "quick" => (2, 0.5, 2.0, 3),
+        "standard" => (4, 2.0, 10.0, 10),
+        _ => (8, 5.0, 20.0, 20),
+    };
+    ["dbench", "tbench"]
+        .into_iter()
+        .map(|name| {
+            let mut params = serde_json::Map::new();
+            params.insert("clients".into(), clients.into());
+            params.insert("warmup_s".into(), warmup_s.into());
+            params.insert("duration_s".into(), duration_s.into());
+            params.insert("loadfile".into(), "builtin".into());
+            WorkloadSpec { name: name.into(), iterations: Some(iterations), warmup: Some(0), params }
+        })
+        .collect()
+}

@@ -1,0 +1,491 @@
+//! The `bootbench.*` kernel cmdline keys: splitting the cmdline as the
+//! kernel does, parsing and checking every key, redacting secrets, and
+//! applying the overrides to a suite. It must not depend on any workload:
+//! the names it accepts are passed in.
+
+use super::builtin::BUILTIN_SUITES;
+use super::document::{Suite, SuiteError, WorkloadSpec};
+
+/// Settings from `bootbench.*` kernel cmdline keys.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CmdlineConfig {
+    /// `bootbench.suite=NAME`: run this built-in suite instead of the packed one.
+    pub suite: Option<String>,
+    /// `bootbench.iterations=N` (N ≥ 1), for every workload.
+    pub iterations: Option<u32>,
+    /// `bootbench.warmup=N`.
+    pub warmup: Option<u32>,
+    /// `bootbench.workloads=a,b`: run only these, in this order.
+    pub workloads: Option<Vec<String>>,
+    /// `bootbench.seed=N`.
+    pub seed: Option<u64>,
+    /// `bootbench.watchdog=SECONDS` (≥ 1).
+    pub watchdog_s: Option<u64>,
+    /// `bootbench.accel=kvm|tcg|icount|bare-metal`, recorded in provenance.
+    pub accel: Option<String>,
+    /// `bootbench.modules=0|1`: load the packed kernel modules, the early
+    /// (storage) and the late (results port, NIC) lists (default 1).
+    pub load_modules: Option<bool>,
+    /// `bootbench.port=NAME`: also send the result to this virtio-serial port.
+    pub port: Option<String>,
+    /// `bootbench.upload=URL`: after the run, upload the result to this
+    /// receiver (http or https base URL, e.g. `http://10.0.2.2:8080`).
+    pub upload: Option<String>,
+    /// `bootbench.token=TOKEN`: the upload's bearer token (required with
+    /// `bootbench.upload`).
+    pub token: Option<String>,
+    /// `bootbench.ip=dhcp|kernel|ADDR/PREFIX`: how the guest gets its
+    /// address for the upload.
+    pub ip: Option<IpSetting>,
+    /// `bootbench.gw=ADDR`: default gateway (overrides DHCP's router).
+    pub gw: Option<std::net::Ipv4Addr>,
+    /// `bootbench.dns=ADDR[,ADDR...]`: DNS servers for an upload host name
+    /// (override DHCP's).
+    pub dns: Option<Vec<std::net::Ipv4Addr>>,
+    /// `bootbench.iface=NAME`: the network interface to use (default: the
+    /// first Ethernet interface).
+    pub iface: Option<String>,
+    /// `bootbench.upload_attempts=N` (1..=20): attempts in all.
+    pub upload_attempts: Option<u32>,
+    /// `bootbench.upload_timeout=SECONDS` (1..=600): time allowed for one
+    /// request.
+    pub upload_timeout_s: Option<u64>,
+    /// `bootbench.alive=SECONDS` (2..=3600): seconds between the `alive`
+    /// events printed while a workload runs (default
+    /// [`crate::console_protocol::ALIVE_INTERVAL_S`]); keep it under the
+    /// host's silence timeout.
+    pub alive_s: Option<u64>,
+    /// `bootbench.scratch=/dev/NAME`: the whole block device the init
+    /// mounts at `/scratch` before the workloads (contest's disk loads).
+    pub scratch: Option<String>,
+    /// `bootbench.scratch_fs=TYPE`: its filesystem (default `ext4`; only
+    /// with `bootbench.scratch`).
+    pub scratch_fs: Option<String>,
+    /// `bootbench.swap=/dev/NAME`: a block device the init enables as swap.
+    pub swap: Option<String>,
+    /// `bootbench.iosched=NAME`: the block scheduler for the scratch device
+    /// (one of [`IO_SCHEDULERS`]; only with `bootbench.scratch`).
+    pub iosched: Option<String>,
+    /// `bootbench.zram=BYTES`: a compressed RAM swap device of this size
+    /// (zram0), used before any disk swap ([`MIN_ZRAM_BYTES`] at least).
+    pub zram_bytes: Option<u64>,
+    /// `bootbench.<workload>.<param>=VALUE` parameter overrides, in order.
+    pub params: Vec<(String, String, serde_json::Value)>,
+}
+
+/// Block schedulers `bootbench.iosched` may name (what blk-mq offers).
+pub const IO_SCHEDULERS: &[&str] = &["none", "mq-deadline", "kyber", "bfq"];
+
+/// Smallest `bootbench.zram`: ten 64 KiB pages, the least swapon takes on
+/// any arch's page size, rounded up to 1 MiB.
+pub const MIN_ZRAM_BYTES: u64 = 1 << 20;
+
+/// The filesystem mounted on the scratch device when
+/// `bootbench.scratch_fs` does not say.
+pub const DEFAULT_SCRATCH_FS: &str = "ext4";
+
+/// Checks a `/dev/NAME` whole-disk path: the init derives
+/// `/sys/block/NAME` from it, so nested paths and partitions' parents
+/// cannot be guessed.
+fn parse_block_device(key: &str, value: &str) -> Result<String, SuiteError> {
+    let name = value.strip_prefix("/dev/").unwrap_or_default();
+    let ok =
+        !name.is_empty() && name.len() <= 32 && name.chars().all(|c| c.is_ascii_alphanumeric() || "_-".contains(c));
+    if !ok {
+        return Err(bad(key, value, "expected a whole block device as /dev/NAME (e.g. /dev/vda)"));
+    }
+    Ok(value.to_string())
+}
+
+const KNOWN_KEYS: &[&str] = &[
+    "suite",
+    "iterations",
+    "warmup",
+    "workloads",
+    "seed",
+    "watchdog",
+    "accel",
+    "modules",
+    "port",
+    "upload",
+    "token",
+    "ip",
+    "gw",
+    "dns",
+    "iface",
+    "upload_attempts",
+    "upload_timeout",
+    "scratch",
+    "scratch_fs",
+    "swap",
+    "iosched",
+    "zram",
+    "alive",
+];
+
+/// How the guest's network interface gets its IPv4 address
+/// (`bootbench.ip=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpSetting {
+    /// Ask a DHCP server (the init's own client).
+    Dhcp,
+    /// Keep the address the kernel configured (`ip=` with IP_PNP).
+    Kernel,
+    /// This address and prefix length.
+    Static {
+        /// The address.
+        addr: std::net::Ipv4Addr,
+        /// Prefix length, 1..=32.
+        prefix: u8,
+    },
+}
+
+fn parse_ipv4(key: &str, value: &str, text: &str) -> Result<std::net::Ipv4Addr, SuiteError> {
+    text.parse().map_err(|_| bad(key, value, &format!("'{text}' is not an IPv4 address")))
+}
+
+fn parse_ip_setting(key: &str, value: &str) -> Result<IpSetting, SuiteError> {
+    match value {
+        "dhcp" => return Ok(IpSetting::Dhcp),
+        "kernel" => return Ok(IpSetting::Kernel),
+        _ => {}
+    }
+    let Some((addr, prefix)) = value.split_once('/') else {
+        return Err(bad(key, value, "expected dhcp, kernel or ADDR/PREFIX (e.g. 10.0.2.15/24)"));
+    };
+    let addr = parse_ipv4(key, value, addr)?;
+    let prefix: u8 = prefix
+        .parse()
+        .ok()
+        .filter(|p| (1..=32).contains(p))
+        .ok_or_else(|| bad(key, value, "the prefix length must be a number from 1 to 32"))?;
+    Ok(IpSetting::Static { addr, prefix })
+}
+
+/// Checks an upload URL the way the uploader will use it: http or https,
+/// a host, no credentials, query or fragment.
+fn check_upload_url(key: &str, value: &str) -> Result<(), SuiteError> {
+    let url = url::Url::parse(value).map_err(|e| bad(key, value, &format!("not a URL ({e})")))?;
+    let why = if !matches!(url.scheme(), "http" | "https") {
+        "only http:// and https:// are supported"
+    } else if url.host_str().is_none_or(str::is_empty) {
+        "the URL has no host"
+    } else if !url.username().is_empty() || url.password().is_some() {
+        "credentials in the URL are not allowed; give the token as bootbench.token"
+    } else if url.query().is_some() || url.fragment().is_some() {
+        "a query or fragment is not allowed; give the receiver's base URL"
+    } else {
+        return Ok(());
+    };
+    Err(bad(key, value, why))
+}
+
+/// Accel modes a result may record.
+pub const ACCEL_MODES: &[&str] = &["kvm", "tcg", "icount", "bare-metal"];
+
+fn bad(key: &str, value: &str, why: &str) -> SuiteError {
+    SuiteError::BadValue { key: key.to_string(), value: value.to_string(), why: why.to_string() }
+}
+
+fn parse_num<T>(key: &str, value: &str, min: T) -> Result<T, SuiteError>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    let v: T = value.parse().map_err(|_| bad(key, value, "expected a whole number"))?;
+    if v < min {
+        return Err(bad(key, value, &format!("must be at least {min}")));
+    }
+    Ok(v)
+}
+
+/// Cmdline keys whose values are secrets.
+const SECRET_KEYS: &[&str] = &["bootbench.token"];
+
+/// `cmdline` with the values of secret keys (`bootbench.token`) replaced
+/// by `<redacted>`, for results and logs.
+///
+/// ```
+/// let c = loads::suite::redact_secrets("console=ttyS0 bootbench.token=s3cret quiet");
+/// assert_eq!(c, "console=ttyS0 bootbench.token=<redacted> quiet");
+/// ```
+pub fn redact_secrets(cmdline: &str) -> String {
+    cmdline
+        .split(' ')
+        .map(|w| match w.split_once('=') {
+            Some((k, _)) if SECRET_KEYS.contains(&k.trim_start_matches('"')) => format!("{k}=<redacted>"),
+            _ => w.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Splits a kernel cmdline into words, honouring double quotes as the
+/// kernel does (`key="a b"` is one word, quotes removed).
+pub fn split_cmdline(cmdline: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_quotes = false;
+    let mut any = false;
+    for c in cmdline.chars() {
+        match c {
+            '"' => {
+                in_quotes = !in_quotes;
+                any = true;
+            }
+            c if c.is_whitespace() && !in_quotes => {
+                if any {
+                    words.push(std::mem::take(&mut cur));
+                    any = false;
+                }
+            }
+            c => {
+                cur.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        words.push(cur);
+    }
+    words
+}
+
+impl CmdlineConfig {
+    /// Reads every `bootbench.*` word of `cmdline`; other words are the
+    /// kernel's and are ignored. Workload names must be in `workloads`.
+    pub fn parse_for(cmdline: &str, workloads: &[&str]) -> Result<CmdlineConfig, SuiteError> {
+        let mut cfg = CmdlineConfig::default();
+        for word in split_cmdline(cmdline) {
+            let Some(rest) = word.strip_prefix("bootbench.") else { continue };
+            let (key, value) = rest.split_once('=').unwrap_or((rest, ""));
+            let full = format!("bootbench.{key}");
+            if value.is_empty() {
+                return Err(bad(&full, value, "a value is required (key=value)"));
+            }
+            match key {
+                "suite" => {
+                    if !BUILTIN_SUITES.contains(&value) {
+                        return Err(bad(&full, value, "expected one of quick, standard, full"));
+                    }
+                    cfg.suite = Some(value.to_string());
+                }
+                "iterations" => cfg.iterations = Some(parse_num(&full, value, 1u32)?),
+                "warmup" => cfg.warmup = Some(parse_num(&full, value, 0u32)?),
+                "seed" => cfg.seed = Some(parse_num(&full, value, 0u64)?),
+                "watchdog" => cfg.watchdog_s = Some(parse_num(&full, value, 1u64)?),
+                "accel" => {
+                    if !ACCEL_MODES.contains(&value) {
+                        return Err(bad(&full, value, "expected kvm, tcg, icount or bare-metal"));
+                    }
+                    cfg.accel = Some(value.to_string());
+                }
+                "port" => {
+                    if !value.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
+                        return Err(bad(&full, value, "a port name uses only letters, digits, '.', '_' and '-'"));
+                    }
+                    cfg.port = Some(value.to_string());
+                }
+                "upload" => {
+                    check_upload_url(&full, value)?;
+                    cfg.upload = Some(value.to_string());
+                }
+                "token" => {
+                    if !value.bytes().all(|b| b.is_ascii_graphic()) {
+                        return Err(bad(&full, "<hidden>", "a token uses printable ASCII only"));
+                    }
+                    cfg.token = Some(value.to_string());
+                }
+                "ip" => cfg.ip = Some(parse_ip_setting(&full, value)?),
+                "gw" => cfg.gw = Some(parse_ipv4(&full, value, value)?),
+                "dns" => {
+                    let servers =
+                        value.split(',').map(|a| parse_ipv4(&full, value, a)).collect::<Result<Vec<_>, _>>()?;
+                    if servers.len() > 3 {
+                        return Err(bad(&full, value, "at most 3 DNS servers"));
+                    }
+                    cfg.dns = Some(servers);
+                }
+                "iface" => {
+                    let ok = value.len() <= 15 && value.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+                    if !ok {
+                        return Err(bad(
+                            &full,
+                            value,
+                            "an interface name has at most 15 letters, digits, '.', '_' or '-'",
+                        ));
+                    }
+                    cfg.iface = Some(value.to_string());
+                }
+                "upload_attempts" => {
+                    let n = parse_num(&full, value, 1u32)?;
+                    if n > 20 {
+                        return Err(bad(&full, value, "at most 20 attempts"));
+                    }
+                    cfg.upload_attempts = Some(n);
+                }
+                "upload_timeout" => {
+                    let n = parse_num(&full, value, 1u64)?;
+                    if n > 600 {
+                        return Err(bad(&full, value, "at most 600 seconds"));
+                    }
+                    cfg.upload_timeout_s = Some(n);
+                }
+                "scratch" => cfg.scratch = Some(parse_block_device(&full, value)?),
+                "swap" => cfg.swap = Some(parse_block_device(&full, value)?),
+                "scratch_fs" => {
+                    if value.len() > 16 || !value.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()) {
+                        return Err(bad(&full, value, "expected a filesystem type such as ext4, xfs or btrfs"));
+                    }
+                    cfg.scratch_fs = Some(value.to_string());
+                }
+                "iosched" => {
+                    if !IO_SCHEDULERS.contains(&value) {
+                        return Err(bad(&full, value, &format!("expected one of {}", IO_SCHEDULERS.join(", "))));
+                    }
+                    cfg.iosched = Some(value.to_string());
+                }
+                "alive" => {
+                    let n = parse_num(&full, value, crate::console_protocol::MIN_ALIVE_INTERVAL_S)?;
+                    if n > 3600 {
+                        return Err(bad(&full, value, "at most 3600 seconds"));
+                    }
+                    cfg.alive_s = Some(n);
+                }
+                "zram" => cfg.zram_bytes = Some(parse_num(&full, value, MIN_ZRAM_BYTES)?),
+                "modules" => {
+                    cfg.load_modules = Some(match value {
+                        "1" | "yes" | "on" => true,
+                        "0" | "no" | "off" => false,
+                        _ => return Err(bad(&full, value, "expected 0 or 1")),
+                    })
+                }
+                "workloads" => {
+                    let names: Vec<String> = value.split(',').map(str::to_string).collect();
+                    for n in &names {
+                        if !workloads.contains(&n.as_str()) {
+                            return Err(bad(
+                                &full,
+                                value,
+                                &format!("unknown workload '{n}' (known: {})", workloads.join(", ")),
+                            ));
+                        }
+                    }
+                    cfg.workloads = Some(names);
+                }
+                other => match other.split_once('.') {
+                    Some((workload, param)) if workloads.contains(&workload) && !param.is_empty() => {
+                        let v = serde_json::from_str(value)
+                            .unwrap_or_else(|_| serde_json::Value::String(value.to_string()));
+                        cfg.params.push((workload.to_string(), param.to_string(), v));
+                    }
+                    _ => {
+                        return Err(SuiteError::UnknownKey {
+                            key: full,
+                            known: format!("bootbench.{{{}}} and bootbench.<workload>.<param>", KNOWN_KEYS.join(",")),
+                        })
+                    }
+                },
+            }
+        }
+        cfg.check_upload_keys()?;
+        cfg.check_storage_keys()?;
+        Ok(cfg)
+    }
+
+    /// The scratch disk's filesystem and scheduler describe a scratch
+    /// disk: without one they would configure nothing. The swap device
+    /// cannot also be the scratch disk.
+    fn check_storage_keys(&self) -> Result<(), SuiteError> {
+        if self.scratch.is_none() {
+            let given =
+                [("bootbench.scratch_fs", self.scratch_fs.is_some()), ("bootbench.iosched", self.iosched.is_some())];
+            if let Some((key, _)) = given.iter().find(|(_, g)| *g) {
+                return Err(SuiteError::UnknownKey {
+                    key: key.to_string(),
+                    known: "it only applies with bootbench.scratch=/dev/NAME".into(),
+                });
+            }
+        }
+        if let (Some(scratch), Some(swap)) = (&self.scratch, &self.swap) {
+            if scratch == swap {
+                return Err(bad("bootbench.swap", swap, "the swap device cannot also be the scratch device"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Keys that only make sense together: an upload needs a token, and
+    /// network keys without an upload would configure nothing.
+    fn check_upload_keys(&self) -> Result<(), SuiteError> {
+        if self.upload.is_some() && self.token.is_none() {
+            return Err(bad("bootbench.token", "", "required with bootbench.upload (the receiver checks it)"));
+        }
+        if self.upload.is_none() {
+            let given = [
+                ("bootbench.token", self.token.is_some()),
+                ("bootbench.ip", self.ip.is_some()),
+                ("bootbench.gw", self.gw.is_some()),
+                ("bootbench.dns", self.dns.is_some()),
+                ("bootbench.iface", self.iface.is_some()),
+                ("bootbench.upload_attempts", self.upload_attempts.is_some()),
+                ("bootbench.upload_timeout", self.upload_timeout_s.is_some()),
+            ];
+            if let Some((key, _)) = given.iter().find(|(_, g)| *g) {
+                return Err(SuiteError::UnknownKey {
+                    key: key.to_string(),
+                    known: "it only applies with bootbench.upload=URL".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the overrides to `packed` (the suite in the image). Parameter
+    /// overrides for workloads not in the suite are an error, and the
+    /// result may name only `workloads`.
+    pub fn apply_for(&self, packed: Suite, workloads: &[&str]) -> Result<Suite, SuiteError> {
+        let mut suite = match &self.suite {
+            Some(name) => Suite::builtin(name)?,
+            None => packed,
+        };
+        if let Some(n) = self.iterations {
+            suite.iterations = n;
+            suite.workloads.iter_mut().for_each(|w| w.iterations = None);
+        }
+        if let Some(n) = self.warmup {
+            suite.warmup = n;
+            suite.workloads.iter_mut().for_each(|w| w.warmup = None);
+        }
+        if let Some(s) = self.seed {
+            suite.seed = s;
+        }
+        if let Some(w) = self.watchdog_s {
+            suite.watchdog_s = w;
+        }
+        if let Some(names) = &self.workloads {
+            let mut picked = Vec::new();
+            for n in names {
+                let spec = suite.workloads.iter().find(|w| &w.name == n).cloned().unwrap_or(WorkloadSpec {
+                    name: n.clone(),
+                    iterations: None,
+                    warmup: None,
+                    params: Default::default(),
+                });
+                picked.push(spec);
+            }
+            suite.workloads = picked;
+        }
+        for (workload, param, value) in &self.params {
+            let spec = suite.workloads.iter_mut().find(|w| &w.name == workload).ok_or_else(|| {
+                bad(
+                    &format!("bootbench.{workload}.{param}"),
+                    &value.to_string(),
+                    &format!("workload '{workload}' is not in suite '{}'", suite.name),
+                )
+            })?;
+            spec.params.insert(param.clone(), value.clone());
+        }
+        suite.validate_for(workloads)?;
+        Ok(suite)
+    }
+}

@@ -1,0 +1,164 @@
+//! Tests of suites, the built-in suites and the cmdline keys.
+
+use super::*;
+
+#[test]
+fn builtins_are_valid() {
+    for n in BUILTIN_SUITES {
+        Suite::builtin(n).unwrap().validate().unwrap();
+    }
+    assert!(matches!(Suite::builtin("huge"), Err(SuiteError::UnknownSuite(_))));
+}
+
+#[test]
+fn cmdline_overrides_apply() {
+    let cfg = CmdlineConfig::parse(
+        "console=ttyS0 panic=-1 bootbench.iterations=3 bootbench.warmup=0 bootbench.fork.count=77 bootbench.accel=tcg",
+    )
+    .unwrap();
+    let s = cfg.apply(Suite::builtin("quick").unwrap()).unwrap();
+    assert_eq!(s.iterations, 3);
+    assert_eq!(s.warmup, 0);
+    assert_eq!(s.workloads[0].params["count"], serde_json::json!(77));
+    assert_eq!(cfg.accel.as_deref(), Some("tcg"));
+}
+
+#[test]
+fn unknown_key_is_an_error_naming_it() {
+    let e = CmdlineConfig::parse("quiet bootbench.itrations=3").unwrap_err();
+    assert!(e.to_string().contains("bootbench.itrations"), "{e}");
+    let e = CmdlineConfig::parse("bootbench.nosuch.param=1").unwrap_err();
+    assert!(matches!(e, SuiteError::UnknownKey { .. }));
+}
+
+#[test]
+fn bad_values_are_errors_naming_key_and_value() {
+    for (line, key) in [
+        ("bootbench.iterations=0", "bootbench.iterations"),
+        ("bootbench.iterations=many", "bootbench.iterations"),
+        ("bootbench.accel=warp", "bootbench.accel"),
+        ("bootbench.suite=huge", "bootbench.suite"),
+        ("bootbench.workloads=fork,nope", "bootbench.workloads"),
+        ("bootbench.watchdog=", "bootbench.watchdog"),
+    ] {
+        let e = CmdlineConfig::parse(line).unwrap_err().to_string();
+        assert!(e.contains(key), "{line}: {e}");
+    }
+}
+
+#[test]
+fn upload_and_network_keys_parse() {
+    let cfg = CmdlineConfig::parse(
+        "bootbench.upload=http://10.0.2.2:8080 bootbench.token=abc bootbench.ip=10.0.2.15/24 \
+         bootbench.gw=10.0.2.2 bootbench.dns=10.0.2.3,1.1.1.1 bootbench.iface=eth1 \
+         bootbench.upload_attempts=3 bootbench.upload_timeout=5",
+    )
+    .unwrap();
+    assert_eq!(cfg.upload.as_deref(), Some("http://10.0.2.2:8080"));
+    assert_eq!(cfg.token.as_deref(), Some("abc"));
+    assert_eq!(cfg.ip, Some(IpSetting::Static { addr: [10, 0, 2, 15].into(), prefix: 24 }));
+    assert_eq!(cfg.gw, Some([10, 0, 2, 2].into()));
+    assert_eq!(cfg.dns, Some(vec![[10, 0, 2, 3].into(), [1, 1, 1, 1].into()]));
+    assert_eq!(cfg.iface.as_deref(), Some("eth1"));
+    assert_eq!((cfg.upload_attempts, cfg.upload_timeout_s), (Some(3), Some(5)));
+    let cfg =
+        CmdlineConfig::parse("bootbench.upload=https://lab.example/bb bootbench.token=t bootbench.ip=dhcp").unwrap();
+    assert_eq!(cfg.ip, Some(IpSetting::Dhcp));
+    let cfg = CmdlineConfig::parse("bootbench.upload=http://h bootbench.token=t bootbench.ip=kernel").unwrap();
+    assert_eq!(cfg.ip, Some(IpSetting::Kernel));
+}
+
+#[test]
+fn bad_upload_and_network_values_name_the_key() {
+    let up = "bootbench.upload=http://10.0.2.2:1 bootbench.token=t";
+    for (extra, key, word) in [
+        ("bootbench.ip=10.0.2.15", "bootbench.ip", "ADDR/PREFIX"),
+        ("bootbench.ip=10.0.2.300/24", "bootbench.ip", "not an IPv4"),
+        ("bootbench.ip=10.0.2.15/33", "bootbench.ip", "prefix"),
+        ("bootbench.gw=router", "bootbench.gw", "not an IPv4"),
+        ("bootbench.dns=1.1.1.1,x", "bootbench.dns", "'x'"),
+        ("bootbench.dns=1.1.1.1,1.1.1.2,1.1.1.3,1.1.1.4", "bootbench.dns", "at most 3"),
+        ("bootbench.iface=eth0/x", "bootbench.iface", "interface name"),
+        ("bootbench.upload_attempts=0", "bootbench.upload_attempts", "at least 1"),
+        ("bootbench.upload_attempts=99", "bootbench.upload_attempts", "at most 20"),
+        ("bootbench.upload_timeout=0", "bootbench.upload_timeout", "at least 1"),
+    ] {
+        let e = CmdlineConfig::parse(&format!("{up} {extra}")).unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains(word), "{extra}: {e}");
+    }
+    for (line, word) in [
+        ("bootbench.upload=ftp://h bootbench.token=t", "http"),
+        ("bootbench.upload=10.0.2.2:8080 bootbench.token=t", "not a URL"),
+        ("bootbench.upload=http://u:p@h/ bootbench.token=t", "credentials"),
+        ("bootbench.upload=http://h/?x=1 bootbench.token=t", "query"),
+    ] {
+        let e = CmdlineConfig::parse(line).unwrap_err().to_string();
+        assert!(e.contains("bootbench.upload") && e.contains(word), "{line}: {e}");
+    }
+    let e = CmdlineConfig::parse("bootbench.upload=http://h").unwrap_err().to_string();
+    assert!(e.contains("bootbench.token") && e.contains("required"), "{e}");
+    let e = CmdlineConfig::parse("bootbench.ip=dhcp").unwrap_err().to_string();
+    assert!(e.contains("bootbench.ip") && e.contains("bootbench.upload"), "{e}");
+}
+
+#[test]
+fn storage_keys_parse() {
+    let cfg = CmdlineConfig::parse(
+        "bootbench.scratch=/dev/vda bootbench.scratch_fs=ext4 bootbench.swap=/dev/vdb bootbench.iosched=mq-deadline",
+    )
+    .unwrap();
+    assert_eq!(cfg.scratch.as_deref(), Some("/dev/vda"));
+    assert_eq!(cfg.scratch_fs.as_deref(), Some("ext4"));
+    assert_eq!(cfg.swap.as_deref(), Some("/dev/vdb"));
+    assert_eq!(cfg.iosched.as_deref(), Some("mq-deadline"));
+    assert_eq!(CmdlineConfig::parse("bootbench.alive=10").unwrap().alive_s, Some(10));
+    assert_eq!(CmdlineConfig::parse("bootbench.alive=2").unwrap().alive_s, Some(2));
+    for bad_alive in ["bootbench.alive=1", "bootbench.alive=3601", "bootbench.alive=1m"] {
+        let e = CmdlineConfig::parse(bad_alive).unwrap_err().to_string();
+        assert!(e.contains("bootbench.alive"), "{e}");
+    }
+    let cfg = CmdlineConfig::parse("bootbench.zram=67108864").unwrap();
+    assert_eq!(cfg.zram_bytes, Some(64 << 20));
+    for bad_size in ["bootbench.zram=4096", "bootbench.zram=64M", "bootbench.zram=-1"] {
+        let e = CmdlineConfig::parse(bad_size).unwrap_err().to_string();
+        assert!(e.contains("bootbench.zram"), "{e}");
+    }
+    let cfg = CmdlineConfig::parse("bootbench.swap=/dev/vda").unwrap();
+    assert_eq!((cfg.scratch, cfg.swap.as_deref()), (None, Some("/dev/vda")));
+    for s in IO_SCHEDULERS {
+        CmdlineConfig::parse(&format!("bootbench.scratch=/dev/vda bootbench.iosched={s}")).unwrap();
+    }
+}
+
+#[test]
+fn bad_storage_keys_name_key_and_problem() {
+    for (line, key, word) in [
+        ("bootbench.scratch=vda", "bootbench.scratch", "/dev/NAME"),
+        ("bootbench.scratch=/dev/", "bootbench.scratch", "/dev/NAME"),
+        ("bootbench.scratch=/dev/../etc", "bootbench.scratch", "/dev/NAME"),
+        ("bootbench.swap=/dev/disk/by-id/x", "bootbench.swap", "/dev/NAME"),
+        ("bootbench.scratch=/dev/vda bootbench.scratch_fs=Ext4!", "bootbench.scratch_fs", "filesystem type"),
+        ("bootbench.scratch=/dev/vda bootbench.iosched=cfq", "bootbench.iosched", "mq-deadline, kyber, bfq"),
+        ("bootbench.iosched=bfq", "bootbench.iosched", "bootbench.scratch"),
+        ("bootbench.scratch_fs=xfs", "bootbench.scratch_fs", "bootbench.scratch"),
+        ("bootbench.scratch=/dev/vda bootbench.swap=/dev/vda", "bootbench.swap", "cannot also be"),
+    ] {
+        let e = CmdlineConfig::parse(line).unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains(word), "{line}: {e}");
+    }
+}
+
+#[test]
+fn quoted_words_split_like_the_kernel() {
+    assert_eq!(split_cmdline(r#"a "b c" d="e f"  g"#), vec!["a", "b c", "d=e f", "g"]);
+}
+
+#[test]
+fn suite_file_errors_name_the_file() {
+    let e = Suite::from_json("my.json", r#"{"name":"x","workloads":[],"bogus":1}"#).unwrap_err();
+    assert!(e.to_string().contains("my.json"));
+    let e = Suite::from_json("my.json", r#"{"name":"x","workloads":[]}"#).unwrap_err();
+    assert!(matches!(e, SuiteError::Empty(_)));
+    let e = Suite::from_json("s", r#"{"name":"x","workloads":[{"name":"nope"}]}"#).unwrap_err();
+    assert!(e.to_string().contains("nope"));
+}

@@ -1,0 +1,210 @@
+//! The driver itself and its record-keeping: the [`Driver`] over a state,
+//! a lab, a history and a journal, and the primitives every phase uses to
+//! build a commit, boot it once and write an event, each followed by a
+//! checkpoint so that the state alone says what was done. It decides no
+//! verdict and chooses no commit: the phases (`driver`) and the test of one
+//! commit (`driver::commit_test`) do, so it names neither.
+
+use super::wording::fmt_value;
+use crate::bisect::history::{History, HistoryError};
+use crate::bisect::journal::{Event, Journal, JournalError};
+use crate::bisect::lab::{Lab, LabError};
+use crate::bisect::sequential_test::SequentialTestError;
+use crate::bisect::state::{now, short, BisectState, BootEntry, BuildRecord, BuildStatus, CommitRecord, Mode, Role};
+
+/// Errors that stop a bisection without deciding it (the state stays
+/// resumable).
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// The lab could not build or boot at all.
+    #[error(transparent)]
+    Lab(#[from] LabError),
+    /// git failed.
+    #[error(transparent)]
+    History(#[from] HistoryError),
+    /// The state or log could not be written.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// The numbers could not be tested.
+    #[error(transparent)]
+    Test(#[from] SequentialTestError),
+    /// A reference kernel stopped booting in the middle of the bisection.
+    #[error("the {which} end {commit} failed {n} boots in a row (last: {last}); the host or lab is broken, so later verdicts would be worthless: fix it and resume")]
+    ReferenceBroken {
+        /// `good` or `bad`.
+        which: &'static str,
+        /// The end.
+        commit: String,
+        /// Failures in a row.
+        n: usize,
+        /// The last failure.
+        last: String,
+    },
+    /// The state says the bisection is over.
+    #[error("the bisection has finished; start a new one to bisect again")]
+    Finished,
+}
+
+/// Drives one bisection over a state, a lab, a history and a journal.
+pub struct Driver<'a, L: Lab, H: History, J: Journal> {
+    pub(super) state: &'a mut BisectState,
+    pub(super) lab: &'a mut L,
+    pub(super) history: &'a mut H,
+    pub(super) journal: &'a mut J,
+}
+
+/// The mean of a boot's iteration values.
+pub(super) fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len() as f64
+}
+
+impl<'a, L: Lab, H: History, J: Journal> Driver<'a, L, H, J> {
+    /// A driver over these parts.
+    pub fn new(state: &'a mut BisectState, lab: &'a mut L, history: &'a mut H, journal: &'a mut J) -> Self {
+        Driver { state, lab, history, journal }
+    }
+
+    pub(super) fn checkpoint(&mut self) -> Result<(), DriverError> {
+        Ok(self.journal.checkpoint(self.state)?)
+    }
+
+    pub(super) fn event(
+        &mut self,
+        kind: &'static str,
+        commit: Option<&str>,
+        message: String,
+        data: serde_json::Value,
+    ) -> Result<(), DriverError> {
+        Ok(self.journal.event(Event::new(kind, commit, message, data))?)
+    }
+
+    /// Makes sure the state knows `commit`'s subject and position.
+    pub(super) fn note_commit(&mut self, commit: &str) -> Result<(), DriverError> {
+        if !self.state.commits.contains_key(commit) {
+            let subject = self.history.subject(commit)?;
+            let position = self.history.position(commit);
+            self.state
+                .commits
+                .insert(commit.to_string(), CommitRecord { sha: commit.to_string(), subject, position, build: None });
+        }
+        Ok(())
+    }
+
+    /// The commit's build, building it the first time.
+    pub(super) fn ensure_built(&mut self, commit: &str) -> Result<BuildRecord, DriverError> {
+        self.note_commit(commit)?;
+        if let Some(b) = self.state.commits.get(commit).and_then(|c| c.build.clone()) {
+            return Ok(b);
+        }
+        let rec = self.lab.build(commit)?;
+        let what = match rec.status {
+            BuildStatus::Built => format!(
+                "built {} in {:.0} s{}",
+                self.state.describe(commit),
+                rec.seconds,
+                rec.cmdline.as_deref().map(|c| format!(" (cmdline: {c})")).unwrap_or_default()
+            ),
+            BuildStatus::Failed => {
+                format!("build of {} failed: {}", self.state.describe(commit), rec.reason.as_deref().unwrap_or("?"))
+            }
+            BuildStatus::Unsuitable => format!(
+                "kernel of {} is unsuitable: {}",
+                self.state.describe(commit),
+                rec.reason.as_deref().unwrap_or("?")
+            ),
+        };
+        self.event("build", Some(commit), what, serde_json::to_value(&rec).unwrap_or_default())?;
+        if let Some(c) = self.state.commits.get_mut(commit) {
+            c.build = Some(rec.clone());
+        }
+        self.checkpoint()?;
+        Ok(rec)
+    }
+
+    /// Boots `commit` once and records the boot.
+    pub(super) fn boot_once(&mut self, commit: &str, role: Role, test: Option<u32>) -> Result<BootEntry, DriverError> {
+        let build = self.ensure_built(commit)?;
+        let index = self.state.boots.len();
+        let obs = self.lab.boot(commit, &build, index)?;
+        let mut classification = obs.classification.clone();
+        let mut detail = obs.detail.clone();
+        let value = if self.state.plan.mode == Mode::Perf && classification == "ok" {
+            let v = mean(&obs.iterations);
+            if v.is_finite() && v > 0.0 {
+                Some(v)
+            } else {
+                classification = "bad_value".into();
+                detail = Some(format!("per-boot mean {v} of {:?} is not a positive number", obs.iterations));
+                None
+            }
+        } else {
+            None
+        };
+        let entry = BootEntry {
+            index,
+            commit: commit.to_string(),
+            role,
+            test,
+            classification,
+            detail,
+            value,
+            iterations: obs.iterations,
+            wall_s: obs.wall_s,
+            at: now(),
+        };
+        let what = match role {
+            Role::GoodReference => "good end".to_string(),
+            Role::BadReference => "bad end".to_string(),
+            Role::Candidate => format!("test {}", test.unwrap_or(0)),
+        };
+        let result = match (&entry.value, &entry.detail) {
+            (Some(v), _) => {
+                format!("{} = {} ({} iterations)", self.state.plan.metric, fmt_value(*v), entry.iterations.len())
+            }
+            (None, Some(d)) => format!("{}: {d}", entry.classification),
+            (None, None) => entry.classification.clone(),
+        };
+        let message = format!("boot {} of {} ({what}): {result} in {:.0} s", index + 1, short(commit), entry.wall_s);
+        self.event("boot", Some(commit), message, serde_json::to_value(&entry).unwrap_or_default())?;
+        // Everything a boot changes goes into the same checkpoint, so a
+        // crash right after it resumes with the same schedule.
+        match role {
+            Role::Candidate => {
+                self.state.since_reference += 1;
+                if entry.value.is_none() {
+                    if let Some(t) = test.and_then(|n| self.state.test_mut(n)) {
+                        t.boot_failures += 1;
+                    }
+                }
+            }
+            Role::GoodReference | Role::BadReference => {
+                self.state.since_reference = 0;
+                self.state.next_reference = role.other();
+            }
+        }
+        self.state.boots.push(entry.clone());
+        self.checkpoint()?;
+        Ok(entry)
+    }
+
+    pub(super) fn end_of(&self, role: Role) -> (String, &'static str) {
+        match role {
+            Role::BadReference => (self.state.bad.clone(), "bad"),
+            _ => (self.state.good.clone(), "good"),
+        }
+    }
+
+    /// Failures at the end of a reference's boots, and the last one's
+    /// description.
+    pub(super) fn failures_in_a_row(&self, role: Role) -> (usize, String) {
+        let boots: Vec<&BootEntry> = self.state.boots.iter().filter(|b| b.role == role).collect();
+        let n = boots.iter().rev().take_while(|b| b.value.is_none()).count();
+        let last = boots
+            .last()
+            .map(|b| {
+                format!("{}{}", b.classification, b.detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default())
+            })
+            .unwrap_or_default();
+        (n, last)
+    }
+}

@@ -1,0 +1,198 @@
+use super::*;
+use std::path::Path;
+use std::process::Command;
+
+const DEBIAN: &str = "CONFIG_MQ_IOSCHED_DEADLINE=y\nCONFIG_MQ_IOSCHED_KYBER=m\nCONFIG_IOSCHED_BFQ=m\n\
+    CONFIG_VIRTIO_BLK=m\nCONFIG_VIRTIO_PCI=m\nCONFIG_EXT4_FS=m\nCONFIG_CRYPTO_CRC32C=m\n";
+
+fn cfg(text: &str) -> KernelConfig {
+    KernelConfig::from_text(Path::new("/boot/config-test"), text)
+}
+
+fn plan(scratch: &str, swap: &str, iosched: Option<&str>) -> Result<StoragePlan, ScratchDiskError> {
+    StoragePlan::decide(
+        SizeChoice::parse("--scratch-disk", scratch)?,
+        SizeChoice::parse("--swap", swap)?,
+        SizeChoice::None,
+        iosched,
+        false,
+        1024,
+    )
+}
+
+#[test]
+fn sizes_parse() {
+    let p = |s| SizeChoice::parse("--scratch-disk", s);
+    assert_eq!(p("300M").unwrap(), SizeChoice::Bytes(300 << 20));
+    assert_eq!(p("300").unwrap(), SizeChoice::Bytes(300 << 20));
+    assert_eq!(p("4G").unwrap(), SizeChoice::Bytes(4 << 30));
+    assert_eq!(p("4g").unwrap(), SizeChoice::Bytes(4 << 30));
+    assert_eq!(p("2GiB").unwrap(), SizeChoice::Bytes(2 << 30));
+    assert_eq!(p("1T").unwrap(), SizeChoice::Bytes(1 << 40));
+    assert_eq!(p("65536K").unwrap(), SizeChoice::Bytes(64 << 20));
+    assert_eq!(p("none").unwrap(), SizeChoice::None);
+    assert_eq!(p("auto").unwrap(), SizeChoice::Auto);
+    for bad in ["", "0", "0M", "lots", "10X", "-1G", "1.5G", "65T", "99999999999999999999G"] {
+        let e = p(bad).unwrap_err().to_string();
+        assert!(e.contains("--scratch-disk") && e.contains(&format!("'{bad}'")), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn auto_follows_contest_and_memory() {
+    let auto = |contest, mem| {
+        StoragePlan::decide(SizeChoice::Auto, SizeChoice::Auto, SizeChoice::None, None, contest, mem).unwrap()
+    };
+    assert_eq!(auto(false, 1024), StoragePlan::default());
+    let p = auto(true, 1024);
+    assert_eq!(p.scratch_bytes, Some(3 << 30));
+    assert_eq!(p.swap_bytes, Some(1 << 30));
+    assert_eq!(p.devices(), (Some("/dev/vda"), Some("/dev/vdb")));
+    let p = plan("300M", "none", Some("bfq")).unwrap();
+    assert_eq!((p.scratch_bytes, p.swap_bytes), (Some(300 << 20), None));
+    let p = plan("none", "64M", None).unwrap();
+    assert_eq!(p.devices(), (None, Some("/dev/vda")), "a lone swap disk is the first disk");
+    let p = plan("300M", "auto", None).unwrap();
+    assert_eq!(p.swap_bytes, Some(1 << 30), "auto swap is the guest RAM with a scratch disk");
+}
+
+#[test]
+fn bad_plans_are_refused() {
+    let e = plan("none", "none", Some("bfq")).unwrap_err().to_string();
+    assert!(e.contains("--iosched bfq") && e.contains("--scratch-disk"), "{e}");
+    let e = plan("auto", "auto", Some("kyber")).unwrap_err().to_string();
+    assert!(e.contains("no scratch disk"), "{e}");
+    let e = plan("8M", "none", None).unwrap_err().to_string();
+    assert!(e.contains("--scratch-disk") && e.contains("at least 32 MiB"), "{e}");
+    let e = plan("none", "512K", None).unwrap_err().to_string();
+    assert!(e.contains("--swap") && e.contains("at least 1 MiB"), "{e}");
+}
+
+#[test]
+fn cmdline_keys_describe_the_disks() {
+    let p = plan("300M", "64M", Some("bfq")).unwrap();
+    let keys: Vec<String> = p.cmdline_keys().iter().map(|(k, v)| format!("{k}={v}")).collect();
+    assert_eq!(
+        keys,
+        ["bootbench.scratch=/dev/vda", "bootbench.scratch_fs=ext4", "bootbench.swap=/dev/vdb", "bootbench.iosched=bfq"]
+    );
+    // The init's parser accepts every key the host writes.
+    let line = keys.join(" ");
+    let c = loads::suite::CmdlineConfig::parse(&line).unwrap();
+    assert_eq!(c.iosched.as_deref(), Some("bfq"));
+}
+
+#[test]
+fn schedulers_are_checked_against_the_config() {
+    let debian = cfg(DEBIAN);
+    assert_eq!(offered_schedulers(&debian), ["none", "mq-deadline", "kyber", "bfq"]);
+    let p = plan("300M", "none", Some("bfq")).unwrap();
+    let k = for_kernel(&p, Some(&debian), true).unwrap();
+    assert_eq!(k.early_modules, ["virtio_pci", "virtio_blk", "ext4", "crc32c_generic", "bfq"]);
+    let p = plan("300M", "none", Some("kyber")).unwrap();
+    assert_eq!(for_kernel(&p, Some(&debian), true).unwrap().early_modules.last().unwrap(), "kyber-iosched");
+    for built_in in ["mq-deadline", "none"] {
+        let p = plan("300M", "none", Some(built_in)).unwrap();
+        assert_eq!(for_kernel(&p, Some(&debian), true).unwrap().early_modules.len(), 4, "{built_in}");
+    }
+
+    let p = plan("300M", "none", Some("cfq")).unwrap();
+    let e = for_kernel(&p, Some(&debian), true).unwrap_err().to_string();
+    assert!(e.contains("'cfq'") && e.contains("none, mq-deadline, kyber, bfq"), "{e}");
+    let no_bfq = cfg(&DEBIAN.replace("CONFIG_IOSCHED_BFQ=m", "# CONFIG_IOSCHED_BFQ is not set"));
+    let p = plan("300M", "none", Some("bfq")).unwrap();
+    let e = for_kernel(&p, Some(&no_bfq), true).unwrap_err().to_string();
+    assert!(e.contains("'bfq'") && e.contains("CONFIG_IOSCHED_BFQ") && e.contains("none, mq-deadline, kyber"), "{e}");
+    assert!(!e.contains("kyber, bfq"), "{e}");
+}
+
+#[test]
+fn drivers_built_in_need_no_modules_and_missing_ones_are_errors() {
+    let built_in = cfg("CONFIG_VIRTIO_BLK=y\nCONFIG_VIRTIO_PCI=y\nCONFIG_EXT4_FS=y\nCONFIG_CRYPTO_CRC32C=y\n");
+    let p = plan("300M", "64M", None).unwrap();
+    assert!(for_kernel(&p, Some(&built_in), false).unwrap().early_modules.is_empty());
+    let no_ext4 = cfg(&DEBIAN.replace("CONFIG_EXT4_FS=m", "# CONFIG_EXT4_FS is not set"));
+    let e = for_kernel(&p, Some(&no_ext4), true).unwrap_err().to_string();
+    assert!(e.contains("ext4") && e.contains("CONFIG_EXT4_FS") && e.contains("/boot/config-test"), "{e}");
+    let e = for_kernel(&p, Some(&cfg(DEBIAN)), false).unwrap_err().to_string();
+    assert!(e.contains("--modules-dir") && e.contains("virtio_pci"), "{e}");
+    // A swap disk alone needs the virtio drivers, not ext4.
+    let p = plan("none", "64M", None).unwrap();
+    assert_eq!(for_kernel(&p, Some(&no_ext4), true).unwrap().early_modules, ["virtio_pci", "virtio_blk"]);
+    // No disks, no needs.
+    let p = plan("none", "none", None).unwrap();
+    assert!(for_kernel(&p, Some(&no_ext4), true).unwrap().early_modules.is_empty());
+}
+
+#[test]
+fn zram_is_sized_from_memory_replaces_auto_swap_and_packs_its_modules() {
+    let zram = |swap: &str, z: &str| {
+        StoragePlan::decide(
+            SizeChoice::Auto,
+            SizeChoice::parse("--swap", swap)?,
+            SizeChoice::parse("--zram", z)?,
+            None,
+            true,
+            1024,
+        )
+    };
+    let p = zram("auto", "auto").unwrap();
+    assert_eq!((p.zram_bytes, p.swap_bytes), (Some(512 << 20), None), "zram instead of the swap disk");
+    assert!(p.cmdline_keys().contains(&("bootbench.zram", (512u64 << 20).to_string())));
+    let p = zram("64M", "256M").unwrap();
+    assert_eq!((p.zram_bytes, p.swap_bytes), (Some(256 << 20), Some(64 << 20)), "both when both are asked");
+    assert_eq!(zram("auto", "none").unwrap().zram_bytes, None);
+    for bad in ["512K", "5G"] {
+        let e = zram("auto", bad).unwrap_err().to_string();
+        assert!(e.contains("--zram") && e.contains("between"), "{bad}: {e}");
+    }
+    let p = zram("none", "auto").unwrap();
+    let debian = cfg(&format!("{DEBIAN}CONFIG_ZRAM=m\nCONFIG_ZRAM_DEF_COMP=\"lzo-rle\"\nCONFIG_CRYPTO_LZO=y\n"));
+    assert!(for_kernel(&p, Some(&debian), true).unwrap().early_modules.ends_with(&["zram".to_string()]));
+    let zstd = cfg(&format!("{DEBIAN}CONFIG_ZRAM=m\nCONFIG_ZRAM_DEF_COMP=\"zstd\"\nCONFIG_CRYPTO_ZSTD=m\n"));
+    assert!(for_kernel(&p, Some(&zstd), true).unwrap().early_modules.ends_with(&["zram".into(), "zstd".into()]));
+    let e = for_kernel(&p, Some(&cfg(DEBIAN)), true).unwrap_err().to_string();
+    assert!(e.contains("CONFIG_ZRAM") && e.contains("--zram"), "{e}");
+}
+
+#[test]
+fn page_size_follows_the_config() {
+    assert_eq!(cfg(DEBIAN).page_size(), 4096);
+    assert_eq!(cfg("CONFIG_PPC_64K_PAGES=y\n").page_size(), 65536);
+    assert_eq!(cfg("# CONFIG_PPC_64K_PAGES is not set\n").page_size(), 4096);
+}
+
+#[test]
+fn images_are_made_sparse_and_recorded() {
+    if !["mke2fs", "mkswap"].iter().all(|p| Command::new(p).arg("-V").output().is_ok()) {
+        panic!("missing prerequisite: mke2fs and mkswap (e2fsprogs, util-linux; run scripts/setup)");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = plan("64M", "4M", None).unwrap();
+    let disks = make_disks(&p, 4096, dir.path(), "t").unwrap();
+    assert_eq!(disks.files.len(), 2);
+    let s = disks.record.scratch.as_ref().unwrap();
+    assert_eq!((s.device.as_str(), s.bytes), ("/dev/vda", 64 << 20));
+    assert!(s.tool_version.starts_with("mke2fs"), "{s:?}");
+    let img = std::fs::read(&disks.files[0]).unwrap();
+    assert_eq!(img.len() as u64, 64 << 20);
+    // ext4 superblock magic at 1024 + 0x38.
+    assert_eq!(&img[1024 + 0x38..1024 + 0x3a], &[0x53, 0xef]);
+    let w = disks.record.swap.as_ref().unwrap();
+    assert_eq!((w.device.as_str(), w.bytes), ("/dev/vdb", 4 << 20));
+    assert!(w.tool_version.contains("util-linux"), "{w:?}");
+    let swap = std::fs::read(&disks.files[1]).unwrap();
+    assert_eq!(&swap[4096 - 10..4096], b"SWAPSPACE2");
+    disks.remove();
+    assert!(!disks.files[0].exists() && !disks.files[1].exists());
+}
+
+#[test]
+fn tool_failure_names_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = plan("none", "4M", None).unwrap();
+    // A page size mkswap refuses.
+    let e = make_disks(&p, 3000, dir.path(), "bad").unwrap_err().to_string();
+    assert!(e.contains("mkswap") && e.contains("-p 3000"), "{e}");
+    assert!(!dir.path().join("swap-bad.img").exists(), "a failed image is removed");
+}
