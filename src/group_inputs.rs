@@ -1,10 +1,11 @@
 //! Picking the kernel groups a comparison or report reads: results files
 //! (whole, or one group through a selector) and runs of a results store.
 //! For contest, groups of the same kernel from several arguments merge
-//! into one kernel, a boot given twice counting once. Sits above the results model, the store and the comparison's selectors;
-//! nothing but reports and commands depend on it.
+//! into one kernel, a boot given twice counting once. Sits above the
+//! results model, the store, the comparison's selectors and contest's
+//! report inputs; only commands use it.
 
-use crate::compare::{self, selector};
+use crate::compare::{self, selector, GroupInput};
 use crate::report::contest::{check_has_contest, InputBoot, KernelInput};
 use crate::results::migration;
 use crate::results::ResultsFile;
@@ -55,6 +56,29 @@ pub fn select_groups(args: &[String], store_db: Option<&Path>) -> anyhow::Result
     let mut out = Vec::new();
     for s in &selectors {
         out.push((selector::select(s, groups_of(&s.file))?, s.text.clone()));
+    }
+    Ok(out)
+}
+
+/// The groups `args` name, as the comparison takes them: the baseline and
+/// the candidates, each named for the table.
+pub fn comparison_inputs(args: &[String], store_db: Option<&Path>) -> anyhow::Result<(GroupInput, Vec<GroupInput>)> {
+    let picked = select_groups(args, store_db)?;
+    let groups: Vec<selector::FileGroup> = picked.iter().map(|(g, _)| g.clone()).collect();
+    let names = compare::display_names(&groups);
+    let mut inputs: Vec<GroupInput> =
+        picked.into_iter().zip(names).map(|((g, source), name)| GroupInput { name, source, boots: g.boots }).collect();
+    let baseline = inputs.remove(0);
+    Ok((baseline, inputs))
+}
+
+/// The kernel groups of every file `args` name, described for `--list`.
+pub fn list_groups(args: &[String]) -> anyhow::Result<String> {
+    let mut out = String::new();
+    for a in args {
+        let s = selector::parse(a)?;
+        let f = migration::read_results(&s.file)?;
+        out.push_str(&format!("{}:\n{}\n", s.file.display(), selector::describe(&selector::groups(&f.boots))));
     }
     Ok(out)
 }

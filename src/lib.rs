@@ -15,6 +15,7 @@ pub mod nbench_compat;
 pub mod overhead;
 pub mod report;
 pub mod results;
+pub mod saved_upload;
 pub mod service;
 pub mod stats;
 pub mod suite_choice;

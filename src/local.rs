@@ -6,7 +6,7 @@ use anyhow::Context;
 use loads::runner;
 use loads::schema::RunDocument;
 use loads::suite::Suite;
-use loads::workloads::RunContext;
+use loads::workload::RunContext;
 use std::path::Path;
 
 /// Runs every workload of `suite` here, in `work_dir` (default: a fresh

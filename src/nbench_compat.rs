@@ -8,11 +8,11 @@
 
 use crate::stats::SampleSummary;
 use loads::measure::children_cpu;
+use loads::workload::{RunContext, Workload};
 use loads::workloads::dbench::Dbench;
 use loads::workloads::nbench::builtin_loadfile;
 use loads::workloads::nbench::params::NbenchParams;
 use loads::workloads::tbench::Tbench;
-use loads::workloads::{RunContext, Workload};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -144,7 +144,7 @@ pub enum NbenchCompatError {
         bench: &'static str,
         /// The workload's error.
         #[source]
-        source: loads::workloads::WorkloadError,
+        source: loads::workload::WorkloadError,
     },
 }
 

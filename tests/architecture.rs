@@ -1,5 +1,6 @@
 //! Architecture hygiene: no crate of the workspace has a module import
-//! cycle. Every target of every workspace package (`cargo metadata
+//! cycle, the host crate's top-level modules depend only on the layers
+//! `architecture/layers.rs` allows, and `loads`' workloads stay apart. Every target of every workspace package (`cargo metadata
 //! --no-deps`: libs, bins, tests, build scripts) is read with `syn` from its
 //! root file, following `mod x;` (`x.rs` or `x/mod.rs`, or `#[path]`) and
 //! inline `mod x { ... }`. Needs cargo (for the metadata), nothing else.
@@ -82,8 +83,11 @@ fn workspace_has_no_module_import_cycles() {
     let mut failing = Vec::new();
     for target in &targets {
         let graph = ModuleGraph::load(&target.src_path).unwrap_or_else(|e| panic!("{}: {e}", target.label));
+        // A `mod x;` whose file was not found would leave its code out of
+        // the graph: that is a failure, not a note.
         for missing in &graph.tree.missing_files {
-            println!("{}: note: {missing}", target.label);
+            report.push_str(&format!("\n{}: {missing} (a module whose code was not read)\n", target.label));
+            failing.push(target.label.as_str());
         }
         let cycles = graph.cycles();
         println!("{}: {}", target.label, ModuleGraph::summary(&cycles));
@@ -116,6 +120,34 @@ fn host_modules_depend_only_on_the_layers_below_them() {
         "the host crate's layers (tests/architecture/layers.rs, ARCHITECTURE.md) are broken:\n  {}",
         broken.join("\n  ")
     );
+}
+
+#[test]
+fn loads_workloads_stay_apart_and_the_suite_names_no_registry() {
+    let (root, _) = workspace_targets();
+    let graph = ModuleGraph::load(&root.join("loads/src/lib.rs")).unwrap_or_else(|e| panic!("loads/src/lib.rs: {e}"));
+    let broken = layers::loads_violations(&graph, &root);
+    assert!(broken.is_empty(), "loads' rules (tests/architecture/layers.rs) are broken:\n  {}", broken.join("\n  "));
+}
+
+#[test]
+fn a_workload_naming_another_breaks_the_loads_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("workloads")).unwrap();
+    std::fs::write(src.join("lib.rs"), "pub mod suite;\npub mod workloads;\n").unwrap();
+    std::fs::write(src.join("suite.rs"), "pub fn names() -> usize { crate::workloads::COUNT }\n").unwrap();
+    std::fs::write(src.join("workloads.rs"), "pub mod contest;\npub mod kbuild;\npub const COUNT: usize = 2;\n")
+        .unwrap();
+    std::fs::write(src.join("workloads/kbuild.rs"), "pub fn make() {}\n").unwrap();
+    std::fs::write(src.join("workloads/contest.rs"), "pub fn run() { crate::workloads::kbuild::make() }\n").unwrap();
+    let graph = ModuleGraph::load(&src.join("lib.rs")).unwrap();
+    let broken = layers::loads_violations(&graph, dir.path());
+    assert_eq!(broken.len(), 2, "{broken:?}");
+    assert!(broken
+        .iter()
+        .any(|b| b.starts_with("workload contest must not name workload kbuild: src/workloads/contest.rs:1")));
+    assert!(broken.iter().any(|b| b.starts_with("the suite model must not name crate::workloads: src/suite.rs:1")));
 }
 
 #[test]

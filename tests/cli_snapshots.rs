@@ -68,11 +68,22 @@ fn subcommands_are_read_from_a_commands_list() {
     assert_eq!(subcommands(text), ["run"]);
 }
 #[test]
-fn shape_lists_every_path_and_collapses_arrays_and_data_keyed_objects() {
+fn shape_lists_every_path_and_collapses_what_is_data() {
+    use support::json_shape::{json_shape, ShapeRules};
     let doc = serde_json::json!({
+        "format": "f1",
         "a": [{"x": 1, "y": null}, {"x": 2.5, "y": "s", "z": true}],
         "counters": {"pgfault": 3, "nr_free_pages": 9},
+        "workloads": [{"name": "fork", "m": {"rate": {"unit": "forks/s"}}}, {"name": "dbench", "m": {"close_latency": {"unit": "ms"}, "read_latency": {"unit": "ms"}}}],
+        "warnings": ["w1"],
     });
+    let rules = ShapeRules {
+        data_keyed: &["counters"],
+        data_suffixes: &[("workloads[dbench].m", "_latency")],
+        named_arrays: &["workloads"],
+        opaque: &["warnings"],
+        pinned: &["format", "*.unit"],
+    };
     let want = "\
 . : object
 a : array
@@ -82,8 +93,26 @@ a[].y : null|string
 a[].z : bool
 counters : object
 counters{*} : number
+format : string = \"f1\"
+warnings : array
+workloads : array
+workloads[dbench] : object
+workloads[dbench].m : object
+workloads[dbench].m.*_latency : object
+workloads[dbench].m.*_latency.unit : string = \"ms\"
+workloads[dbench].name : string
+workloads[fork] : object
+workloads[fork].m : object
+workloads[fork].m.rate : object
+workloads[fork].m.rate.unit : string = \"forks/s\"
+workloads[fork].name : string
 ";
-    assert_eq!(support::json_shape::json_shape(&doc, &["counters"]), want);
-    // Without naming it, a data-keyed object shows its keys.
-    assert!(support::json_shape::json_shape(&doc, &[]).contains("counters.pgfault : number"));
+    assert_eq!(json_shape(&doc, &rules), want);
+    // Without the rules, data shows as keys and workloads merge.
+    let plain = json_shape(&doc, &ShapeRules::default());
+    assert!(
+        plain.contains("counters.pgfault : number") && plain.contains("workloads[].m.rate.unit : string\n"),
+        "{plain}"
+    );
+    assert!(plain.contains("warnings[] : string"), "{plain}");
 }

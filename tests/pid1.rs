@@ -29,22 +29,47 @@ fn first_boot(out: &Path, output: &std::process::Output) -> bootbench::results::
     file.boots.into_iter().next().expect("no boot recorded")
 }
 
-/// Objects of a results file whose keys are data, not schema: counters
-/// listed only when they changed, the CPU's vulnerability files, and the
-/// nbench operations a run happened to reach.
-const DATA_KEYED: &[&str] = &[
-    "boots[].result.provenance.mitigations",
-    "boots[].result.workloads[].iterations[].system.vmstat",
-    "boots[].result.workloads[].iterations[].system.interrupts",
-    "boots[].result.workloads[].iterations[].system.softirqs",
-    "boots[].result.workloads[].iterations[].detail.ops",
-];
+/// Workload paths of a results file, by name.
+fn workload(name: &str) -> String {
+    format!("boots[].result.workloads[{name}]")
+}
 
-/// The shape (key paths and JSON types) of the results file at `path`.
+/// The shape (key paths, JSON types, and the values that are schema) of
+/// the results file at `path`. Data is left out: counters listed only when
+/// they changed, the CPU's vulnerability files, the nbench operations a run
+/// happened to reach (and their latency metrics), kernel warnings.
 fn results_shape(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     let value: serde_json::Value = serde_json::from_str(&text).expect("the results file is JSON");
-    support::json_shape::json_shape(&value, DATA_KEYED)
+    let system = |w: &str, part: &str| format!("{}.iterations[].system.{part}", workload(w));
+    let mut data_keyed = vec!["boots[].result.provenance.mitigations".to_string()];
+    for w in ["fork", "dbench", "tbench", "kbuild", "sdet", "hackbench"] {
+        for part in ["vmstat", "interrupts", "softirqs"] {
+            data_keyed.push(system(w, part));
+        }
+    }
+    for w in ["dbench", "tbench"] {
+        data_keyed.push(format!("{}.iterations[].detail.ops", workload(w)));
+    }
+    let data_keyed: Vec<&str> = data_keyed.iter().map(String::as_str).collect();
+    let latencies: Vec<String> =
+        ["dbench", "tbench"].iter().map(|w| format!("{}.iterations[].metrics", workload(w))).collect();
+    let data_suffixes: Vec<(&str, &str)> = latencies.iter().map(|p| (p.as_str(), "_avg_latency")).collect();
+    let rules = support::json_shape::ShapeRules {
+        data_keyed: &data_keyed,
+        data_suffixes: &data_suffixes,
+        named_arrays: &["boots[].result.workloads"],
+        opaque: &["boots[].result.provenance.kernel_warnings"],
+        pinned: &[
+            "format",
+            "version",
+            "boots[].result.schema_version",
+            "*.unit",
+            "*.better",
+            "boots[].boot.classification",
+        ],
+    };
+    support::json_shape::json_shape(&value, &rules)
 }
 
 #[test]

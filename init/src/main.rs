@@ -23,7 +23,7 @@ use loads::measure::boottime_s;
 use loads::provenance::KmsgCursor;
 use loads::runner::{self, push_error};
 use loads::schema::WorkloadResult;
-use loads::workloads::RunContext;
+use loads::workload::RunContext;
 use result_channels::{console_line, say};
 use std::time::{Duration, Instant};
 

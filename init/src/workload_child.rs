@@ -13,7 +13,7 @@ use loads::console_protocol::{self, EVENT_ALIVE};
 use loads::runner;
 use loads::schema::WorkloadResult;
 use loads::suite::{Suite, WorkloadSpec};
-use loads::workloads::RunContext;
+use loads::workload::RunContext;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, Signal};
 use nix::sys::signalfd::SignalFd;

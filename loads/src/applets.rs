@@ -11,7 +11,7 @@
 //! `make` applet, the file tools). Code below it that starts an applet
 //! takes the argv from `applet_argv` and must not use this module.
 
-pub use crate::applet_argv::{command_in, APPLET_FLAG, SELF_EXE};
+use crate::applet_argv::{command_in, APPLET_FLAG, SELF_EXE};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Command;

@@ -2,8 +2,7 @@
 //! calling process, with the quiet-userland evidence; and the document that
 //! gathers workload results with their provenance.
 
-// The host CLI still names it `runner::error_chain`.
-pub use crate::error_chain::error_chain;
+use crate::error_chain::error_chain;
 use crate::provenance;
 use crate::quiet;
 use crate::schema::{

@@ -5,7 +5,8 @@
 
 use loads::kernel_build::make::{build_once, JobLimit};
 use loads::kernel_build::source_tree::{SourceTree, TreeSpec};
-use loads::workloads::{self, RunContext};
+use loads::workload::RunContext;
+use loads::workloads;
 use std::path::PathBuf;
 use std::sync::Mutex;
 

@@ -2,7 +2,8 @@
 //! stops when asked, and leaves no process behind; a load that dies makes
 //! its row an error instead of a silent no_load.
 
-use loads::workloads::{self, RunContext};
+use loads::workload::RunContext;
+use loads::workloads;
 use std::path::{Path, PathBuf};
 
 fn ctx(dir: &Path) -> RunContext {

@@ -16,6 +16,10 @@
 //! - [`journal`]: the state file and the event log on disk.
 //! - [`report`]: text, JSON and HTML reports.
 //! - [`simulate`]: synthetic histories for `bootbench bisect-sim`.
+//! - [`lab_settings`]: what the lab is, as data the state keeps.
+//! - [`options`]: the statistical plan as options, shared by the commands.
+//! - [`session`]: a whole bisection run (`bootbench bisect`).
+//! - [`git_run`]: one step for `git bisect run` (`bootbench bisect-run`).
 //!
 //! This module never runs `git bisect` itself (its verdicts live in its own
 //! state) and never changes anything outside the tree it bisects and its

@@ -1,12 +1,14 @@
-//! `bootbench image`: assembles the initramfs: the static init for the
+//! The initramfs: the static init for the
 //! guest arch, the suite, and the kernel modules the run needs with their
 //! dependency closure (loaded by the init in the listed order).
 
 use crate::boot::init_build;
+use crate::kernel::{self, DebianArch};
 use anyhow::Context;
 use image::modules::ModuleTree;
 use image::{Compression, Initramfs};
 use loads::suite::Suite;
+use qemu::Arch;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -137,4 +139,22 @@ pub fn build(spec: &ImageSpec, output: &Path) -> anyhow::Result<BuiltImage> {
         modules: packed,
         early_modules: packed_early,
     })
+}
+
+/// The modules tree an image is packed from: the one given, none when no
+/// module is asked for, or else the cached Debian kernel's of `arch`.
+pub fn modules_dir_for(arch: Arch, given: Option<&Path>, needs_modules: bool) -> anyhow::Result<Option<PathBuf>> {
+    match (given, needs_modules) {
+        (Some(d), _) => Ok(Some(d.to_path_buf())),
+        (None, false) => Ok(None),
+        (None, true) => {
+            let debian = DebianArch::for_target(arch)?;
+            let k = kernel::cached(debian, &kernel::default_cache_root())?.with_context(|| {
+                format!(
+                    "--modules and --early-modules need a modules tree: give --modules-dir, or run `bootbench kernel fetch --arch {arch}`"
+                )
+            })?;
+            Ok(Some(k.modules_dir()))
+        }
+    }
 }

@@ -2,10 +2,9 @@
 //! the asked format.
 
 use crate::compare::options::{self, parse_confidence, parse_threshold, Format};
-use crate::compare::{self, selector, GroupInput, Method, Settings};
-use crate::group_inputs::select_groups;
+use crate::compare::{self, Method, Settings};
+use crate::group_inputs::{comparison_inputs, list_groups};
 use crate::report::delivery::deliver;
-use crate::results::migration;
 use crate::stats::multiple_testing::Correction;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -58,11 +57,7 @@ pub struct CompareArgs {
 /// Runs `bootbench compare`.
 pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     if args.list {
-        for a in &args.groups {
-            let s = selector::parse(a)?;
-            let f = migration::read_results(&s.file)?;
-            println!("{}:\n{}", s.file.display(), selector::describe(&selector::groups(&f.boots)));
-        }
+        print!("{}", list_groups(&args.groups)?);
         return Ok(ExitCode::SUCCESS);
     }
     let format: Format = args.format.parse()?;
@@ -72,12 +67,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         correction: args.correction.parse::<Correction>()?,
         method: args.method.parse::<Method>()?,
     };
-    let picked = select_groups(&args.groups, args.store.as_deref())?;
-    let groups: Vec<selector::FileGroup> = picked.iter().map(|(g, _)| g.clone()).collect();
-    let names = compare::display_names(&groups);
-    let mut inputs: Vec<GroupInput> =
-        picked.into_iter().zip(names).map(|((g, source), name)| GroupInput { name, source, boots: g.boots }).collect();
-    let baseline = inputs.remove(0);
+    let (baseline, inputs) = comparison_inputs(&args.groups, args.store.as_deref())?;
     let only = (!args.workloads.is_empty()).then_some(args.workloads.as_slice());
     let report = compare::compare(&baseline, &inputs, settings, only, args.skip_incomplete_boots)?;
     let body = options::render(&report, format)?;

@@ -1,9 +1,7 @@
 //! `bootbench image`: builds an initramfs and prints what it packed.
 
 use crate::boot::image::{self as boot_image, ImageSpec};
-use crate::kernel::{self, DebianArch};
 use crate::suite_choice::load_suite;
-use anyhow::Context;
 use image::Compression;
 use qemu::Arch;
 use std::path::PathBuf;
@@ -44,19 +42,8 @@ pub struct ImageArgs {
 pub fn run(args: &ImageArgs) -> anyhow::Result<ExitCode> {
     let arch: Arch = args.arch.parse()?;
     let compression: Compression = args.compression.parse()?;
-    let modules_dir = match (&args.modules_dir, args.modules.is_empty() && args.early_modules.is_empty()) {
-        (Some(d), _) => Some(d.clone()),
-        (None, true) => None,
-        (None, false) => {
-            let debian = DebianArch::for_target(arch)?;
-            let k = kernel::cached(debian, &kernel::default_cache_root())?.with_context(|| {
-                format!(
-                    "--modules and --early-modules need a modules tree: give --modules-dir, or run `bootbench kernel fetch --arch {arch}`"
-                )
-            })?;
-            Some(k.modules_dir())
-        }
-    };
+    let needs_modules = !(args.modules.is_empty() && args.early_modules.is_empty());
+    let modules_dir = boot_image::modules_dir_for(arch, args.modules_dir.as_deref(), needs_modules)?;
     let spec = ImageSpec {
         arch,
         suite: load_suite(&args.suite)?,

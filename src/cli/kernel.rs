@@ -2,9 +2,8 @@
 //! Debian kernels and sources, print the appliance's config fragment, build
 //! a kernel from a tree, and check whether a kernel can run the appliance.
 
-use crate::kernel::build::{self, BuildSpec, Destination};
-use crate::kernel::{self, check, config_fragment, source, DebianArch};
-use anyhow::Context;
+use crate::kernel::build::{self, BuildSpec};
+use crate::kernel::{self, config_fragment, source, DebianArch};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -114,26 +113,15 @@ pub fn run(cmd: &KernelCommand) -> anyhow::Result<ExitCode> {
         }
         KernelCommand::Build { tree, arch, jobs, output, build_dir, fragments, cache } => {
             let arch: qemu::Arch = arch.parse()?;
-            let jobs = match jobs {
-                Some(0) => anyhow::bail!("--jobs must be at least 1"),
-                Some(n) => *n,
-                None => std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
-            };
-            for f in fragments {
-                anyhow::ensure!(f.is_file(), "config fragment {} does not exist or is not a file", f.display());
-            }
-            let destination = match output {
-                Some(dir) => Destination::Dir(dir.clone()),
-                None => Destination::Cache(root(cache)),
-            };
-            let spec = BuildSpec {
-                tree: tree.clone(),
+            let spec = BuildSpec::from_choices(
+                tree.clone(),
                 arch,
-                jobs,
-                build_dir: build_dir.clone(),
-                extra_fragments: fragments.clone(),
-                destination,
-            };
+                *jobs,
+                output.clone(),
+                build_dir.clone(),
+                fragments.clone(),
+                root(cache),
+            )?;
             let k = build::build(&spec)?;
             println!("kernel   {} {} (built in {:.0} s)", arch, k.info.release, k.info.build_seconds);
             println!("image    {}", k.image().display());
@@ -143,16 +131,7 @@ pub fn run(cmd: &KernelCommand) -> anyhow::Result<ExitCode> {
         }
         KernelCommand::Check { kernel, arch, all, cache } => {
             let arch: Option<qemu::Arch> = arch.as_deref().map(str::parse).transpose()?;
-            let path = match kernel {
-                Some(p) => p.clone(),
-                None => {
-                    let arch = arch.context("give a kernel (or config) to check, or --arch for the cached default")?;
-                    kernel::defaults::default_config(arch, &root(cache))?
-                }
-            };
-            let located = check::locate(&path)?;
-            let arch = check::arch_for(&located, arch)?;
-            let report = check::check(&located.config, arch);
+            let (located, report) = kernel::defaults::check_given_or_default(kernel.as_deref(), arch, &root(cache))?;
             println!(
                 "config   {}{}",
                 located.source.display(),

@@ -132,6 +132,35 @@ pub struct BuildSpec {
     pub destination: Destination,
 }
 
+impl BuildSpec {
+    /// A spec from the user's choices: `jobs` defaults to the host's CPUs
+    /// (0 is refused), every fragment must be a file, and the kernel goes
+    /// to `output` or else into the cache at `cache_root`.
+    pub fn from_choices(
+        tree: PathBuf,
+        arch: Arch,
+        jobs: Option<u32>,
+        output: Option<PathBuf>,
+        build_dir: Option<PathBuf>,
+        extra_fragments: Vec<PathBuf>,
+        cache_root: PathBuf,
+    ) -> anyhow::Result<BuildSpec> {
+        let jobs = match jobs {
+            Some(0) => anyhow::bail!("--jobs must be at least 1"),
+            Some(n) => n,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        };
+        for f in &extra_fragments {
+            anyhow::ensure!(f.is_file(), "config fragment {} does not exist or is not a file", f.display());
+        }
+        let destination = match output {
+            Some(dir) => Destination::Dir(dir),
+            None => Destination::Cache(cache_root),
+        };
+        Ok(BuildSpec { tree, arch, jobs, build_dir, extra_fragments, destination })
+    }
+}
+
 /// The build steps of one spec, with their common make arguments.
 struct Builder<'a> {
     spec: &'a BuildSpec,

@@ -2,6 +2,7 @@
 //! the arch, or the one built into the cache where Debian has none.
 
 use super::arch::DebianArch;
+use super::check::{self, CheckReport, LocatedConfig};
 use super::{build, fetch};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
@@ -26,4 +27,24 @@ pub fn default_config(arch: qemu::Arch, root: &Path) -> anyhow::Result<PathBuf> 
             Ok(k.config())
         }
     }
+}
+
+/// The config of `kernel` (an image or a config file), or else of the
+/// default kernel of `arch`, with the appliance's check of it.
+pub fn check_given_or_default(
+    kernel: Option<&Path>,
+    arch: Option<qemu::Arch>,
+    cache_root: &Path,
+) -> anyhow::Result<(LocatedConfig, CheckReport)> {
+    let path = match kernel {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let arch = arch.context("give a kernel (or config) to check, or --arch for the cached default")?;
+            default_config(arch, cache_root)?
+        }
+    };
+    let located = check::locate(&path)?;
+    let arch = check::arch_for(&located, arch)?;
+    let report = check::check(&located.config, arch);
+    Ok((located, report))
 }

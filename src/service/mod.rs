@@ -1,7 +1,8 @@
 //! The results service: the SQLite store of uploaded runs and the HTTP
-//! receiver in front of it. The top of its own corner: it depends on the
-//! results model; nothing below it (results, booting, statistics) depends on
-//! it.
+//! receiver in front of it. Its own corner: it depends on the results model
+//! only, and the receiver sits on top of the store. Outside `cli`, one
+//! module uses it: `crate::boot::run_upload`, which starts a receiver for
+//! `run --serve` (a flag every command that boots shares).
 
 pub mod receiver;
 pub mod store;

@@ -223,7 +223,7 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
 }
 
 fn chain(e: &dyn std::error::Error) -> String {
-    loads::runner::error_chain(e)
+    loads::error_chain::error_chain(e)
 }
 
 async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> Response {

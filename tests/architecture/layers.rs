@@ -18,6 +18,7 @@ pub const HOST_LAYERS: &[(&str, &[&str])] = &[
     ("suite_choice", &[]),
     ("kernel", &[]),
     ("local", &[]),
+    ("saved_upload", &["results"]),
     // The results service, the top of its own corner.
     ("service", &["results"]),
     // Statistics over results, and reports.
@@ -64,6 +65,49 @@ pub fn violations(graph: &ModuleGraph, base: &Path) -> Vec<String> {
                 evidence.line,
                 evidence.text
             ));
+        }
+    }
+    out
+}
+
+/// The workloads of `loads`: none may name another.
+pub const LOADS_WORKLOADS: &[&str] = &["fork", "dbench", "tbench", "kbuild", "sdet", "hackbench", "contest"];
+
+/// The rules of `loads` that a missing cycle does not already imply:
+/// no workload names another; the shared engines (`workloads::nbench`,
+/// `kernel_build`) name no workload; the suite model names neither the
+/// registry, the runner nor the applets. One line per broken rule, with
+/// the first path that broke it.
+pub fn loads_violations(graph: &ModuleGraph, base: &Path) -> Vec<String> {
+    let path_of = |id: usize| graph.tree.modules[id].name_path.join("::");
+    let under = |path: &str, prefix: &str| path == prefix || path.starts_with(&format!("{prefix}::"));
+    let workload_of = |path: &str| {
+        LOADS_WORKLOADS.iter().find(|w| under(path, &format!("crate::workloads::{w}"))).map(|w| w.to_string())
+    };
+    let mut out = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (&(from, to), (evidence, _)) in &graph.edges {
+        if graph.tree.modules[from].cfg_test {
+            continue;
+        }
+        let (a, b) = (path_of(from), path_of(to));
+        let why = match (workload_of(&a), workload_of(&b)) {
+            (Some(x), Some(y)) if x != y => Some(format!("workload {x} must not name workload {y}")),
+            (None, Some(y)) if under(&a, "crate::workloads::nbench") || under(&a, "crate::kernel_build") => {
+                Some(format!("the shared engine {a} must not name workload {y}"))
+            }
+            _ if under(&a, "crate::suite")
+                && ["crate::workloads", "crate::runner", "crate::applets"].iter().any(|p| under(&b, p)) =>
+            {
+                Some(format!("the suite model must not name {b}"))
+            }
+            _ => None,
+        };
+        if let Some(why) = why {
+            if seen.insert(why.clone()) {
+                let file = evidence.file.strip_prefix(base).unwrap_or(&evidence.file);
+                out.push(format!("{why}: {}:{} `{}`", file.display(), evidence.line, evidence.text));
+            }
         }
     }
     out

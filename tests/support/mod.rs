@@ -19,15 +19,6 @@ use std::time::{Duration, Instant};
 /// The `#[ignore]` reason of every test that boots a kernel.
 pub const BOOTS_REASON: &str = "boots real kernels under QEMU: run scripts/test";
 
-/// The `#[ignore]` reason of every long-tier test: an end-to-end case whose
-/// cost is a study (many boots, real compiles of many objects, scheduler
-/// studies) rather than a check. A test is in the long tier when its function
-/// name starts with `long_tier_`, and only then: `scripts/test` skips those
-/// names (`--skip long_tier_`) and says so in its summary, `scripts/test
-/// --long` runs them too. The attribute needs a literal, so write
-/// `#[ignore = "long tier: run scripts/test --long"]`.
-pub const LONG_TIER_REASON: &str = "long tier: run scripts/test --long";
-
 /// A deadline for one `bootbench run` of a short suite. TCG boots take
 /// 10–30 s on an idle host, but this machine is shared: a loaded host has
 /// been seen to take 110 s for one boot.

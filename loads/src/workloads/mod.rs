@@ -6,9 +6,8 @@
 //! the workloads; a workload never uses this module. The suite parser
 //! does not import it either: it is given [`NAMES`], here.
 
-// The contract's old paths, which the host CLI uses.
 use crate::suite::{CmdlineConfig, Suite, SuiteError};
-pub use crate::workload::{params_map, parse_params, RunContext, Workload, WorkloadError};
+use crate::workload::{parse_params, RunContext, Workload, WorkloadError};
 
 pub mod contest;
 pub mod dbench;

@@ -1,0 +1,71 @@
+//! Sending a saved results file (or one result document) to a receiver,
+//! run by run, each with retry and backoff; what each attempt came to is
+//! printed. Which runs a file makes is [`crate::results::upload_plan`]'s;
+//! the HTTP work is `results_uploader`'s. Depends on the results model
+//! only.
+
+use crate::results::upload_plan::plan;
+use anyhow::bail;
+use results_uploader::{upload, UploadRequest, UploadSettings, Verdict};
+use std::path::Path;
+use std::time::Duration;
+
+/// Where and how to send.
+#[derive(Debug, Clone)]
+pub struct Destination<'a> {
+    /// The receiver's base URL (runs go to URL/runs/ID).
+    pub url: &'a str,
+    /// Its bearer token.
+    pub token: &'a str,
+    /// Attempts per run, the first included (at least 1).
+    pub attempts: u32,
+    /// Seconds allowed for one request.
+    pub timeout_s: u64,
+}
+
+/// Sends every run `file` holds to `to`, printing a line per run: how many
+/// runs were not delivered, and how many were sent.
+pub fn send_saved(file: &Path, to: &Destination<'_>) -> anyhow::Result<(usize, usize)> {
+    if to.attempts == 0 {
+        bail!("--attempts must be at least 1");
+    }
+    results_uploader::parse_base_url(to.url)?;
+    let (uploads, skipped) = plan(file)?;
+    for s in &skipped {
+        eprintln!("upload: {s}");
+    }
+    if uploads.is_empty() {
+        bail!("{} holds no run with a guest document to upload", file.display());
+    }
+    let mut settings = UploadSettings::host();
+    settings.policy.max_attempts = to.attempts;
+    settings.policy.request_timeout = Duration::from_secs(to.timeout_s.max(1));
+    let mut failed = 0;
+    for u in &uploads {
+        let req = UploadRequest { base_url: to.url, token: to.token, run_id: &u.run_id, body: &u.body };
+        let o = upload(&req, &settings);
+        let status = o.status.map(|s| format!("HTTP {s}")).unwrap_or_else(|| "no response".into());
+        match o.verdict {
+            Verdict::Stored | Verdict::AlreadyStored => println!(
+                "upload: {} run {}: {} ({status}), {} attempt(s), {} ms",
+                u.what,
+                u.run_id,
+                o.verdict.name(),
+                o.attempts.len(),
+                o.elapsed_ms
+            ),
+            _ => {
+                failed += 1;
+                println!(
+                    "upload: {} run {}: {} ({status}) after {} attempt(s): {}",
+                    u.what,
+                    u.run_id,
+                    o.verdict.name(),
+                    o.attempts.len(),
+                    o.error.as_deref().unwrap_or("no reason recorded")
+                );
+            }
+        }
+    }
+    Ok((failed, uploads.len()))
+}
