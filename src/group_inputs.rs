@@ -178,6 +178,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn list_names_each_files_groups_and_comparison_inputs_put_the_baseline_first() {
+        use crate::compare::test_fixtures::fork_boots;
+        use crate::results::ResultsFile;
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("ab.json");
+        let mut boots = fork_boots(0, "base", "aaaa01", &[&[100.0, 101.0], &[100.5, 100.2]]);
+        boots.extend(fork_boots(2, "cand", "bbbb02", &[&[90.0, 91.0], &[90.5, 90.2]]));
+        ResultsFile { boots, ..Default::default() }.write(&f).unwrap();
+        let listed = list_groups(&[f.display().to_string()]).unwrap();
+        assert!(listed.starts_with(&format!("{}:\n", f.display())), "{listed}");
+        assert!(listed.contains("#1 label 'base'") && listed.contains("#2 label 'cand'"), "{listed}");
+        let (baseline, candidates) = comparison_inputs(&[f.display().to_string()], None).unwrap();
+        assert_eq!((baseline.boots.len(), candidates.len(), candidates[0].boots.len()), (2, 1, 2));
+        assert_eq!(baseline.boots[0].label, "base");
+        let missing = dir.path().join("gone.json").display().to_string();
+        let e = format!("{:#}", list_groups(std::slice::from_ref(&missing)).unwrap_err());
+        assert!(e.contains("gone.json"), "{e}");
+        let e = format!("{:#}", comparison_inputs(&[missing], None).unwrap_err());
+        assert!(e.contains("gone.json"), "{e}");
+    }
+
+    #[test]
     fn groups_come_from_store_runs_by_id() {
         use crate::compare::test_fixtures::fork_boots;
         use crate::results::ResultsFile;

@@ -69,3 +69,29 @@ pub fn send_saved(file: &Path, to: &Destination<'_>) -> anyhow::Result<(usize, u
     }
     Ok((failed, uploads.len()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::{BootRecord, ResultsFile};
+
+    fn to(url: &str, attempts: u32) -> Destination<'_> {
+        Destination { url, token: "t", attempts, timeout_s: 1 }
+    }
+
+    #[test]
+    fn bad_settings_and_files_with_nothing_to_send_are_refused_before_any_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("r.json");
+        // A boot that ended without a guest document: nothing names it.
+        ResultsFile { boots: vec![BootRecord::default()], ..Default::default() }.write(&f).unwrap();
+        let e = send_saved(&f, &to("http://127.0.0.1:9", 0)).unwrap_err().to_string();
+        assert!(e.contains("--attempts must be at least 1"), "{e}");
+        let e = format!("{:#}", send_saved(&f, &to("ftp://lab", 1)).unwrap_err());
+        assert!(e.contains("ftp://lab"), "{e}");
+        let e = send_saved(&f, &to("http://127.0.0.1:9", 1)).unwrap_err().to_string();
+        assert!(e.contains("holds no run with a guest document"), "{e}");
+        let e = format!("{:#}", send_saved(&dir.path().join("none.json"), &to("http://127.0.0.1:9", 1)).unwrap_err());
+        assert!(e.contains("none.json"), "{e}");
+    }
+}

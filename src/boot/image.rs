@@ -158,3 +158,18 @@ pub fn modules_dir_for(arch: Arch, given: Option<&Path>, needs_modules: bool) ->
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_modules_tree_is_the_given_one_none_or_the_cached_kernels() {
+        let given = Path::new("/some/lib/modules/6.1");
+        assert_eq!(modules_dir_for(Arch::X86_64, Some(given), true).unwrap().as_deref(), Some(given));
+        assert_eq!(modules_dir_for(Arch::Ppc64, None, false).unwrap(), None, "no module asked for: no tree needed");
+        // Debian ships no big-endian ppc64 kernel, so there is no cached tree.
+        let e = modules_dir_for(Arch::Ppc64, None, true).unwrap_err().to_string();
+        assert!(e.contains("no big-endian ppc64 kernel"), "{e}");
+    }
+}

@@ -465,6 +465,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_spec_from_the_users_choices_refuses_zero_jobs_and_missing_fragments() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path().to_path_buf();
+        let root = dir.path().join("cache");
+        let spec = |jobs, out, frags| {
+            BuildSpec::from_choices(tree.clone(), Arch::X86_64, jobs, out, None, frags, root.clone())
+        };
+        let e = spec(Some(0), None, Vec::new()).unwrap_err().to_string();
+        assert!(e.contains("--jobs must be at least 1"), "{e}");
+        let missing = dir.path().join("no-such.config");
+        let e = spec(Some(2), None, vec![missing.clone()]).unwrap_err().to_string();
+        assert!(e.contains(&missing.display().to_string()) && e.contains("does not exist"), "{e}");
+        let s = spec(None, None, Vec::new()).unwrap();
+        assert!(s.jobs >= 1);
+        assert!(matches!(&s.destination, Destination::Cache(r) if *r == root), "{:?}", s.destination);
+        let out = dir.path().join("out");
+        let s = spec(Some(3), Some(out.clone()), Vec::new()).unwrap();
+        assert_eq!(s.jobs, 3);
+        assert!(matches!(&s.destination, Destination::Dir(d) if *d == out), "{:?}", s.destination);
+    }
+
+    #[test]
     fn trims_never_remove_what_the_appliance_needs() {
         for arch in Arch::ALL {
             for r in requirements(arch) {

@@ -48,3 +48,22 @@ pub fn check_given_or_default(
     let report = check::check(&located.config, arch);
     Ok((located, report))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checking_with_neither_a_kernel_nor_an_arch_or_an_empty_cache_says_what_to_do() {
+        let empty = tempfile::tempdir().unwrap();
+        let e = check_given_or_default(None, None, empty.path()).unwrap_err().to_string();
+        assert!(e.contains("give a kernel (or config) to check, or --arch"), "{e}");
+        let e = format!("{:#}", check_given_or_default(None, Some(qemu::Arch::X86_64), empty.path()).unwrap_err());
+        assert!(e.contains("bootbench kernel fetch --arch x86_64"), "{e}");
+        let e = format!("{:#}", check_given_or_default(None, Some(qemu::Arch::Ppc64), empty.path()).unwrap_err());
+        assert!(e.contains("bootbench kernel build"), "{e}");
+        let missing = empty.path().join("vmlinuz-none");
+        let e = format!("{:#}", check_given_or_default(Some(&missing), None, empty.path()).unwrap_err());
+        assert!(e.contains("vmlinuz-none"), "{e}");
+    }
+}
