@@ -3,8 +3,12 @@
 //! init and from init to the first workload, PID 1's wake-ups and other
 //! userspace tasks while measuring, the host's wall time for one
 //! `bootbench run`, and the fork rate's spread in real-time and icount mode.
-//! It prints figures and judges nothing; it drives the same library code as
-//! `bootbench image` and `bootbench run`, never a shelled-out CLI.
+//! It prints figures and judges nothing, except bootbench's start-up against
+//! a trivial init ([`startup`]), which has a goal. It drives the same
+//! library code as `bootbench image` and `bootbench run`, never a
+//! shelled-out CLI.
+
+pub mod startup;
 
 use crate::boot::image::{self as boot_image, ImageSpec, RESULT_PORT_MODULES};
 use crate::boot::options::RunOptions;
@@ -49,6 +53,11 @@ pub struct OverheadOptions {
     /// Forks per iteration (default: the quick suite's).
     #[arg(long)]
     pub fork_count: Option<u64>,
+    /// Rounds of the start-up comparison against a trivial init (each
+    /// boots bootbench's image and the trivial one, gzip and zstd, under
+    /// icount with 1 vCPU); 0 skips it.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: u32,
     /// Keep each clock mode's results file in this directory.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
@@ -227,6 +236,25 @@ pub fn render_mode(clock: &str, accel: &str, boots: &[BootFigures]) -> String {
     out
 }
 
+/// The `bootbench run` flags every boot of `args` shares: the kernel, its
+/// modules and the fork count.
+fn shared_run_argv(args: &OverheadOptions) -> Vec<String> {
+    let mut argv = Vec::new();
+    if let Some(k) = &args.kernel {
+        argv.push("--kernel".into());
+        argv.push(k.display().to_string());
+    }
+    if let Some(d) = &args.modules_dir {
+        argv.push("--modules-dir".into());
+        argv.push(d.display().to_string());
+    }
+    if let Some(n) = args.fork_count {
+        argv.push("--append".into());
+        argv.push(format!("bootbench.fork.count={n}"));
+    }
+    argv
+}
+
 /// Measures the appliance's overhead as `args` asks: the report, and
 /// whether every boot gave its figures.
 pub fn measure(args: &OverheadOptions) -> anyhow::Result<(String, bool)> {
@@ -235,6 +263,10 @@ pub fn measure(args: &OverheadOptions) -> anyhow::Result<(String, bool)> {
         bail!("--boots must be at least 1 and --iterations at least 2 (a CV needs two values)");
     }
     let modes = clocks(&args.clock)?;
+    if let Some(k) = &args.kernel {
+        // Before any image is built: a bad --kernel fails at once, named.
+        qemu::kernel_image::check_kernel(k, arch).context("bad --kernel")?;
+    }
     let suite = apply_overrides(load_suite("quick")?, Some(args.iterations), Some(args.warmup), Some("fork"))?;
     let modules_dir = match (&args.modules_dir, &args.kernel) {
         (Some(d), _) => Some(d.clone()),
@@ -277,23 +309,28 @@ pub fn measure(args: &OverheadOptions) -> anyhow::Result<(String, bool)> {
     let _ = writeln!(report, "  init binary               {:>10}", bare.init);
 
     let mut all_ok = true;
+    if args.repeats > 0 {
+        let mut argv: Vec<String> = vec!["run".into(), "--clock".into(), "icount".into(), "--smp".into(), "1".into()];
+        argv.extend(["--arch".into(), args.arch.clone()]);
+        argv.extend(shared_run_argv(args));
+        let inputs = startup::StartupInputs {
+            arch,
+            run: RunOnly::try_parse_from(&argv).context("internal: run options")?.run,
+            suite: suite.clone(),
+            rounds: args.repeats,
+            work_dir: scratch.path().to_path_buf(),
+            output: args.output.clone(),
+        };
+        let (text, ok) = startup::compare(&inputs)?;
+        all_ok &= ok;
+        report.push_str(&text);
+    }
     for mode in &modes {
         let mut argv: Vec<String> =
             vec!["run".into(), "--clock".into(), mode.clone(), "--arch".into(), args.arch.clone()];
         argv.extend(["--iterations".into(), args.iterations.to_string(), "--warmup".into(), args.warmup.to_string()]);
         argv.extend(["--workloads".into(), "fork".into()]);
-        if let Some(k) = &args.kernel {
-            argv.push("--kernel".into());
-            argv.push(k.display().to_string());
-        }
-        if let Some(d) = &args.modules_dir {
-            argv.push("--modules-dir".into());
-            argv.push(d.display().to_string());
-        }
-        if let Some(n) = args.fork_count {
-            argv.push("--append".into());
-            argv.push(format!("bootbench.fork.count={n}"));
-        }
+        argv.extend(shared_run_argv(args));
         let run_args = RunOnly::try_parse_from(&argv).context("internal: run options")?.run;
         let mut figures = Vec::new();
         let mut file = ResultsFile::default();

@@ -65,6 +65,8 @@ mod module_graph;
 mod module_tree;
 #[path = "architecture/name_resolution.rs"]
 mod name_resolution;
+#[path = "architecture/pid1_lints.rs"]
+mod pid1_lints;
 #[path = "architecture/references.rs"]
 mod references;
 #[path = "architecture/synthetic_crates.rs"]
@@ -165,6 +167,22 @@ fn a_dependency_upwards_breaks_the_layers() {
     let broken = layers::violations(&graph, dir.path());
     assert_eq!(broken.len(), 1, "{broken:?}");
     assert!(broken[0].starts_with("crate::results must not depend on crate::service: src/results.rs:1"), "{broken:?}");
+}
+
+#[test]
+fn every_module_pid1_runs_denies_the_panicking_lints() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let problems = pid1_lints::uncovered(root);
+    assert!(problems.is_empty(), "modules PID 1 runs without the no-panic lints:\n{}", problems.join("\n"));
+    // The check sees what it is meant to see.
+    let named = pid1_lints::loads_modules_named_by(&root.join("init/src"));
+    for m in ["suite", "runner", "console_protocol", "quiet"] {
+        assert!(named.iter().any(|n| n == m), "the init names loads::{m}, not found in {named:?}");
+    }
+    let attr = "#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]";
+    assert!(pid1_lints::missing_lints(attr, false).is_empty());
+    assert_eq!(pid1_lints::missing_lints(&attr.replace(", clippy::panic", ""), false), ["clippy::panic"]);
+    assert_eq!(pid1_lints::missing_lints(attr, true).len(), 4, "an inner attribute is not an outer one");
 }
 
 #[test]

@@ -129,9 +129,11 @@ fn default_kernel_boots_under_tcg_with_a_complete_checked_result() {
         early_modules: Vec::new(),
         modules_dir: Some(k.modules_dir()),
         init: None,
-        compression: image::Compression::Gzip,
+        // What `run` packs for this kernel: zstd, which Debian's has.
+        compression: boot_image::compression_for_kernel(Some(&k.config())),
     };
-    let rebuilt = boot_image::build(&spec, &dir.path().join("again.cpio.gz")).expect("rebuild the initramfs");
+    assert_eq!(spec.compression, image::Compression::Zstd);
+    let rebuilt = boot_image::build(&spec, &dir.path().join("again.cpio.zst")).expect("rebuild the initramfs");
     assert_eq!(boot.initramfs.sha256, rebuilt.sha256, "the envelope's initramfs hash is not the image's");
     assert_eq!(boot.initramfs.bytes, rebuilt.bytes);
     let hello = boot.boot.to_hello_s.expect("to_hello_s");
@@ -200,6 +202,7 @@ fn initramfs_reads_back_with_gnu_cpio_and_is_reproducible() {
         "init".to_string(),
         "dev".into(),
         "dev/console".into(),
+        "dev/null".into(),
         "etc/bootbench/suite.json".into(),
         "etc/bootbench/modules.load".into(),
         "work".into(),
@@ -220,6 +223,8 @@ fn initramfs_reads_back_with_gnu_cpio_and_is_reproducible() {
     }
     let console = listing.lines().find(|l| l.ends_with(" dev/console")).unwrap();
     assert!(console.starts_with('c') && console.contains("5,") && console.contains(" 1 "), "{console}");
+    let null = listing.lines().find(|l| l.ends_with(" dev/null")).unwrap();
+    assert!(null.starts_with('c') && null.contains("1,") && null.contains(" 3 "), "{null}");
 
     // What cpio extracts is what was packed.
     let x = dir.path().join("x");
@@ -315,9 +320,17 @@ fn kernel_panic_is_classified_at_once_not_at_the_timeout() {
     // panics. The timeouts are long, so only the panic line can end it early.
     let limits = ["--timeout-boot", "900", "--timeout-silence", "900", "--timeout-total", "1800"];
     let (run, boot) = boot_expecting_failure("rdinit=/nonexistent", &limits);
-    assert_eq!(boot.boot.classification, "panic", "{:?}\n{}", boot.boot.detail, boot.console_log);
+    // The kernel's own panic, named apart: no init ever ran (fault matrix
+    // case 3).
+    assert_eq!(boot.boot.classification, "boot_failure", "{:?}\n{}", boot.boot.detail, boot.console_log);
     let detail = boot.boot.detail.clone().unwrap_or_default();
-    assert!(detail.contains("Kernel panic - not syncing"), "{detail}");
+    assert!(detail.contains("Kernel panic - not syncing") && detail.contains("/nonexistent"), "{detail}");
+    eprintln!(
+        "fault-matrix: 3 no init (rdinit=/nonexistent) | verdict {} | kept nothing to keep | exit {:?} | wall {:.1} s",
+        boot.boot.classification,
+        run.status.code(),
+        run.elapsed.as_secs_f64()
+    );
     assert!(boot.result.is_none());
     assert!(boot.result_error.is_some());
     // Far below the 900 s the other limits would have taken.

@@ -1,19 +1,32 @@
 //! bootbench's PID 1. Sets up the system, runs the suite's workloads in
 //! child processes, sends the result out through every channel, and powers
-//! off. It never returns and never panics: every error becomes part of the
-//! result.
+//! off. It never returns; every error becomes part of the result, and a
+//! panic (a bug of ours) is reported as such by [`panic_hook`] before a
+//! clean power-off.
+//!
+//! Order matters: each workload's result is printed as soon as it ends,
+//! and the whole document is printed on the console before anything that
+//! may block in the kernel under test (late module loads, the results port,
+//! the scratch disk's sync and umount, the upload). Those steps run in
+//! children with deadlines ([`late_steps`]), so a hang there delays the
+//! power-off by a bounded time and loses nothing.
 
 mod block_device;
+mod bounded_child;
 mod config;
 mod dhcp_client;
+mod late_steps;
 mod module_loader;
 mod network;
+mod panic_hook;
 mod power_off;
+mod quiesce;
 mod result_channels;
 mod result_upload;
 mod scratch_storage;
 mod signals;
 mod system_setup;
+mod test_faults;
 mod workload_child;
 mod zram_swap;
 
@@ -22,9 +35,9 @@ use loads::error_chain::error_chain;
 use loads::measure::boottime_s;
 use loads::provenance::KmsgCursor;
 use loads::runner::{self, push_error};
-use loads::schema::WorkloadResult;
+use loads::schema::{RunDocument, WorkloadResult};
 use loads::workload::RunContext;
-use result_channels::{console_line, say};
+use result_channels::{console_line, say, Stream};
 use std::time::{Duration, Instant};
 
 fn run_id() -> String {
@@ -36,15 +49,17 @@ fn run_id() -> String {
 }
 
 fn main() {
-    // Workloads re-exec this binary as small programs (applets).
-    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if let Some(code) = loads::applets::main(&argv) {
-        std::process::exit(code);
-    }
+    // Workloads re-exec this binary as small programs (applets); PID 1 never
+    // runs one, whatever its argv (the kernel passes words after `--`).
     if std::process::id() != 1 {
+        let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        if let Some(code) = loads::applets::main(&argv) {
+            std::process::exit(code);
+        }
         eprintln!("bootbench-init: must run as PID 1 (the initramfs /init); use `bootbench local` on a host");
         std::process::exit(2);
     }
+    panic_hook::install();
     let init_start_s = boottime_s();
     let started = Instant::now();
     // Mount first: the console node lives on devtmpfs.
@@ -65,15 +80,19 @@ fn main() {
 
     let cmdline = config::read_cmdline();
     let accel = cmdline.as_ref().ok().and_then(|c| c.accel.clone());
-    let port = cmdline.as_ref().ok().and_then(|c| c.port.clone());
     let load_modules = cmdline.as_ref().ok().and_then(|c| c.load_modules).unwrap_or(true);
-    let upload = cmdline.as_ref().ok().and_then(result_upload::plan);
     let cmdline_keys = cmdline.as_ref().ok().cloned().unwrap_or_default();
+    let late = late_steps::LateSteps::new(&cmdline_keys, load_modules);
+    let faults = test_faults::Faults::new(&cmdline_keys.test_faults);
     let config = cmdline.and_then(|c| config::load(&c));
 
     let id = run_id();
     let mut doc = runner::begin_document(&id, config.as_ref().ok().map(|c| &c.suite), accel);
     doc.timings.init_start_s = init_start_s;
+    if let Some(what) = faults.describe() {
+        say(&what);
+        push_error(&mut doc, "test-fault", what);
+    }
     for e in mount_errors {
         push_error(&mut doc, "setup", error_chain(&e));
     }
@@ -107,56 +126,12 @@ fn main() {
         }
         (Ok(_), None) => push_error(&mut doc, "setup", "no signalfd: workloads not run".into()),
         (Ok(cfg), Some(sfd)) => {
-            let deadline = started + Duration::from_secs(cfg.suite.watchdog_s);
-            let ctx = RunContext::new(cfg.suite.seed, system_setup::WORK_DIR.into());
-            let alive = Duration::from_secs(cmdline_keys.alive_s.unwrap_or(console_protocol::ALIVE_INTERVAL_S));
-            for spec in &cfg.suite.workloads {
-                if doc.timings.first_workload_s.is_none() {
-                    doc.timings.first_workload_s = Some(boottime_s());
-                }
-                say(&format!("workload {} starting", spec.name));
-                match workload_child::run(&cfg.suite, spec, &ctx, sfd, deadline, alive) {
-                    Ok(result) => {
-                        if let Some(err) = &result.error {
-                            say(&format!("workload {} failed: {err}", spec.name));
-                        }
-                        doc.workloads.push(result);
-                    }
-                    Err(e) => {
-                        let msg = error_chain(&e);
-                        say(&format!("error: {msg}"));
-                        let stop = matches!(
-                            e,
-                            workload_child::ChildError::Watchdog { .. } | workload_child::ChildError::Stopped { .. }
-                        );
-                        doc.workloads.push(WorkloadResult {
-                            name: spec.name.clone(),
-                            params: spec.params.clone(),
-                            error: Some(msg),
-                            ..Default::default()
-                        });
-                        if stop {
-                            break;
-                        }
-                    }
-                }
-            }
-            doc.timings.workloads_done_s = Some(boottime_s());
+            let alive_s = cmdline_keys.alive_s.unwrap_or(console_protocol::ALIVE_INTERVAL_S);
+            run_suite(&mut doc, &cfg.suite, sfd, &faults, started, alive_s);
         }
     }
 
-    // Modules are only needed for the result port, so they load after the
-    // measurements: probing devices would otherwise add noise to them.
-    if load_modules {
-        let (_, errors) = module_loader::load_listed(module_loader::MODULES_LIST);
-        for e in errors {
-            push_error(&mut doc, "modules", error_chain(&e));
-        }
-    }
     if let Err(e) = scratch_storage::record_zram_usage(doc.provenance.storage.as_mut()) {
-        push_error(&mut doc, "storage", error_chain(&e));
-    }
-    if let Err(e) = scratch_storage::teardown(doc.provenance.storage.as_ref()) {
         push_error(&mut doc, "storage", error_chain(&e));
     }
     let warnings = KmsgCursor::open(true).warnings();
@@ -164,17 +139,153 @@ fn main() {
     // The upload token must not travel inside the result it protects
     // (finish_document has just read /proc/cmdline, token included).
     doc.provenance.kernel.cmdline = loads::suite::redact_secrets(&doc.provenance.kernel.cmdline);
-    let json = serde_json::to_string(&doc).unwrap_or_else(|e| {
-        format!(r#"{{"schema_version":1,"run_id":"{id}","status":"error","errors":[{{"where":"serialise","message":"{e}"}}]}}"#)
-    });
-    if let Err(e) = result_channels::emit(&id, &json, port.as_deref()) {
-        say(&format!("error: {}", error_chain(&e)));
-    }
-    // Last channel: the document is already on the console, so the upload
-    // (and the network it needs) can fail without losing anything.
-    if let Some(plan) = &upload {
-        result_upload::deliver(plan, &id, &json);
-    }
+    let json = document_json(&doc);
+    // The console first: from here on, nothing can lose the result.
+    let lines = result_channels::frame(Stream::Result, &id, &json);
+    result_channels::emit_console(&lines);
+    late.run(sfd.as_ref(), &faults, doc.provenance.storage.as_ref(), &id, &json, &lines);
     console_line(&console_protocol::event(EVENT_POWEROFF, &format!("status={:?}", doc.status).to_lowercase()));
     power_off::power_off(sfd.as_ref())
+}
+
+/// The document as JSON; if that fails, a smaller document that says why
+/// (built with serde_json, so it is valid JSON whatever the error says).
+fn document_json(doc: &RunDocument) -> String {
+    serde_json::to_string(doc).unwrap_or_else(|e| {
+        let mut small = runner::begin_document(&doc.run_id, None, None);
+        small.provenance = doc.provenance.clone();
+        small.errors = doc.errors.clone();
+        push_error(&mut small, "serialise", format!("the result document could not be serialised: {e}"));
+        small.status = small.derive_status();
+        serde_json::to_string(&small).unwrap_or_default()
+    })
+}
+
+/// The watchdog's deadline: `watchdog_s` after `started`, or as far as an
+/// `Instant` goes (the suite's checks bound `watchdog_s` far below that;
+/// this keeps PID 1 from panicking whatever the number).
+pub fn watchdog_deadline(started: Instant, watchdog_s: u64) -> Instant {
+    let mut span = Duration::from_secs(watchdog_s);
+    loop {
+        if let Some(d) = started.checked_add(span) {
+            return d;
+        }
+        span /= 2;
+    }
+}
+
+/// Runs every workload of `suite` in order, each in a child, printing each
+/// result as it ends. After each, every process the workload left is
+/// killed. A watchdog, a stop signal or processes that cannot be killed
+/// end the suite; the workloads not run are listed with the reason.
+fn run_suite(
+    doc: &mut RunDocument,
+    suite: &loads::suite::Suite,
+    sfd: &nix::sys::signalfd::SignalFd,
+    faults: &test_faults::Faults,
+    started: Instant,
+    alive_s: u64,
+) {
+    let deadline = watchdog_deadline(started, suite.watchdog_s);
+    let ctx = RunContext::new(suite.seed, system_setup::WORK_DIR.into());
+    let alive = Duration::from_secs(alive_s);
+    let mut stopped: Option<String> = None;
+    for (index, spec) in suite.workloads.iter().enumerate() {
+        if let Some(reason) = &stopped {
+            doc.workloads.push(WorkloadResult {
+                name: spec.name.clone(),
+                params: spec.params.clone(),
+                error: Some(format!("not run: {reason}")),
+                ..Default::default()
+            });
+            continue;
+        }
+        if doc.timings.first_workload_s.is_none() {
+            doc.timings.first_workload_s = Some(boottime_s());
+        }
+        say(&format!("workload {} starting", spec.name));
+        let outcome = workload_child::run(suite, spec, &ctx, sfd, deadline, alive, &faults.for_child(index));
+        let result = match outcome {
+            Ok(result) => {
+                if let Some(err) = &result.error {
+                    say(&format!("workload {} failed: {err}", spec.name));
+                }
+                result
+            }
+            Err(e) => {
+                let msg = error_chain(&e);
+                say(&format!("error: {msg}"));
+                if matches!(e, workload_child::ChildError::Watchdog { .. } | workload_child::ChildError::Stopped { .. })
+                {
+                    stopped = Some(msg.clone());
+                }
+                WorkloadResult {
+                    name: spec.name.clone(),
+                    params: spec.params.clone(),
+                    error: Some(msg),
+                    ..Default::default()
+                }
+            }
+        };
+        let left = quiesce::after_workload(Some(sfd));
+        if let Some(line) = left.summary(&spec.name) {
+            say(&line);
+            push_error(doc, "teardown", line.clone());
+            if !left.stuck.is_empty() && stopped.is_none() {
+                stopped = Some(format!("processes of workload {} could not be killed", spec.name));
+            }
+        }
+        match serde_json::to_string(&result) {
+            Ok(json) => result_channels::emit_console(&result_channels::frame(Stream::Workload, &doc.run_id, &json)),
+            Err(e) => say(&format!("workload {}: cannot serialise its result: {e}", spec.name)),
+        }
+        doc.workloads.push(result);
+        if index == 0 {
+            faults.after_first_workload();
+        }
+    }
+    doc.timings.workloads_done_s = Some(boottime_s());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn the_watchdog_deadline_never_panics(secs in proptest::num::u64::ANY) {
+            let now = Instant::now();
+            let d = watchdog_deadline(now, secs);
+            proptest::prop_assert!(d >= now);
+        }
+    }
+
+    #[test]
+    fn extreme_watchdogs_give_a_deadline_and_in_range_ones_are_exact() {
+        let now = Instant::now();
+        assert!(watchdog_deadline(now, u64::MAX) > now + Duration::from_secs(7 * 24 * 3600));
+        assert_eq!(watchdog_deadline(now, 1800), now + Duration::from_secs(1800));
+    }
+
+    #[test]
+    fn every_cmdline_key_at_its_extremes_gives_a_run_plan_without_panicking() {
+        // What PID 1 computes from the keys: the config, the late steps'
+        // plan (upload policy, limits), the watchdog deadline, the alive
+        // interval.
+        let values = ["0", "1", "2", "3600", "604800", "604801", "4294967295", "18446744073709551615", "-1", "x"];
+        let keys = ["iterations", "warmup", "seed", "watchdog", "alive", "zram", "upload_attempts", "upload_timeout"];
+        for key in keys {
+            for v in values {
+                let line = format!("bootbench.upload=http://10.0.2.2:8080 bootbench.token=t bootbench.{key}={v}");
+                let Ok(c) = loads::suite::CmdlineConfig::parse(&line) else { continue };
+                let suite = c.apply(loads::suite::Suite::builtin("quick").unwrap()).unwrap();
+                let _ = watchdog_deadline(Instant::now(), suite.watchdog_s);
+                let _ = Duration::from_secs(c.alive_s.unwrap_or(console_protocol::ALIVE_INTERVAL_S));
+                let late = late_steps::LateSteps::new(&c, true);
+                // The host's default silence timeout is 300 s; the upload
+                // prints an event per attempt, and its bound stays below.
+                assert!(late.upload_limit() < Duration::from_secs(300), "{key}={v}: {:?}", late.upload_limit());
+            }
+        }
+    }
 }

@@ -102,23 +102,53 @@ fn wait_for_port(name: &str, limit: Duration) -> Result<PathBuf, ChannelError> {
     }
 }
 
-/// Writes the framed `document` to the console, and to the port `port` when
-/// given. The console always gets it, so a port failure loses nothing.
-pub fn emit(run_id: &str, document: &str, port: Option<&str>) -> Result<(), ChannelError> {
-    let lines = console_protocol::encode(run_id, document);
+/// What a framed stream carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    /// One workload's result, printed as soon as the workload ends, so a
+    /// crash later in the boot cannot take it along.
+    Workload,
+    /// The whole result document, printed once the workloads are done.
+    Result,
+}
+
+/// The protocol lines of `document`. The only place that frames.
+pub fn frame(stream: Stream, run_id: &str, document: &str) -> Vec<String> {
+    let kind = match stream {
+        Stream::Workload => console_protocol::StreamKind::Workload,
+        Stream::Result => console_protocol::StreamKind::Result,
+    };
+    console_protocol::encode(kind, run_id, document)
+}
+
+/// Writes framed `lines` to the console, with the kernel's console quiet
+/// meanwhile, and waits until the console has sent them.
+pub fn emit_console(lines: &[String]) {
     {
         let _quiet = QuietConsole::new();
-        for l in &lines {
+        for l in lines {
             console_line(l);
         }
     }
-    let Some(name) = port else { return Ok(()) };
+    drain_console();
+}
+
+/// Waits until the console (fd 1) has sent what was written to it: a real
+/// UART holds a few KB in its transmit buffer, which a power-off would cut.
+/// A no-op when fd 1 is not a terminal.
+pub fn drain_console() {
+    let _ = nix::sys::termios::tcdrain(std::io::stdout());
+}
+
+/// Writes framed `lines` to the virtio port named `name`. Called in a
+/// bounded child: the port may block while the host side is not reading.
+pub fn emit_port(name: &str, lines: &[String]) -> Result<(), ChannelError> {
     let path = wait_for_port(name, Duration::from_secs(5))?;
     let mut f = fs::OpenOptions::new()
         .write(true)
         .open(&path)
         .map_err(|source| ChannelError::PortWrite { path: path.clone(), source })?;
-    for l in &lines {
+    for l in lines {
         let mut buf = Vec::with_capacity(l.len() + 1);
         buf.extend_from_slice(l.as_bytes());
         buf.push(b'\n');

@@ -12,6 +12,7 @@ use loads::error_chain::error_chain;
 use loads::suite::CmdlineConfig;
 use results_uploader::{
     RetryPolicy, UploadOutcome, UploadReport, UploadRequest, UploadSettings, Verdict, EVENT_NETWORK, EVENT_UPLOAD,
+    EVENT_UPLOAD_ATTEMPT,
 };
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -68,6 +69,18 @@ fn not_attempted(url: &str, started: Instant, error: String) -> UploadReport {
     }
 }
 
+/// The longest network bring-up: interface, carrier and DHCP waits
+/// (network.rs and dhcp_client.rs bound each).
+pub const NETWORK_LIMIT: Duration = Duration::from_secs(40);
+
+impl UploadPlan {
+    /// How long the whole delivery may take: the network, then the upload
+    /// within its policy's budget, plus a margin for name resolution.
+    pub fn limit(&self) -> Duration {
+        NETWORK_LIMIT + self.policy.worst_case() + 2 * self.policy.connect_timeout.min(Duration::from_secs(10))
+    }
+}
+
 /// Brings the network up, uploads `document` as run `run_id`, and prints
 /// the outcome. Returns the report (also printed).
 pub fn deliver(plan: &UploadPlan, run_id: &str, document: &str) -> UploadReport {
@@ -89,7 +102,11 @@ pub fn deliver(plan: &UploadPlan, run_id: &str, document: &str) -> UploadReport 
         roots: results_uploader::TlsRoots::Bundled,
     };
     let req = UploadRequest { base_url: &plan.url, token: &plan.token, run_id, body: document.as_bytes() };
-    let outcome: UploadOutcome = results_uploader::upload(&req, &settings);
+    let url = plan.url.clone();
+    let mut announce = |n: u32| {
+        console_line(&console_protocol::event(EVENT_UPLOAD_ATTEMPT, &format!("attempt={n} url={url}")));
+    };
+    let outcome: UploadOutcome = results_uploader::upload_with_progress(&req, &settings, &mut announce);
     let mut report = UploadReport::from(&outcome);
     // The network bring-up is part of what the upload cost.
     report.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);

@@ -2,10 +2,13 @@
 //! PID 1 sleeps in one blocking poll; and the reset a child needs to start
 //! clean.
 
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{self, SigHandler, SigSet, SigmaskHow, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
 
 /// Errors while setting up signal handling.
 #[derive(Debug, thiserror::Error)]
@@ -62,4 +65,71 @@ pub fn reset_for_child() {
         let _ = unsafe { signal::signal(sig, SigHandler::SigDfl) };
     }
     let _ = signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+}
+
+/// A poll timeout of at least `d`: rounded up to whole milliseconds, so a
+/// wait for a deadline never returns just before it and spins.
+pub fn poll_timeout(d: Duration) -> PollTimeout {
+    let ms = d.as_micros().div_ceil(1000);
+    PollTimeout::try_from(u16::try_from(ms).map(i32::from).unwrap_or(i32::MAX)).unwrap_or(PollTimeout::MAX)
+}
+
+/// Sleeps until a signal arrives on `sfd` or `limit` passes (50 ms steps
+/// without a signalfd), then drains `sfd`. Returns the signals seen other
+/// than SIGCHLD.
+pub fn wait_for_signal(sfd: Option<&SignalFd>, limit: Duration) -> Vec<i32> {
+    match sfd {
+        Some(sfd) => {
+            let mut fds = [PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
+            let _ = poll(&mut fds, poll_timeout(limit));
+            drain(sfd)
+        }
+        None => {
+            std::thread::sleep(Duration::from_millis(50).min(limit));
+            Vec::new()
+        }
+    }
+}
+
+/// Whether PID 1 has any child left (exited or not).
+pub fn any_children() -> bool {
+    // ECHILD from a non-blocking wait means there is nobody left to reap.
+    !matches!(
+        nix::sys::wait::waitid(
+            nix::sys::wait::Id::All,
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT
+        ),
+        Err(nix::Error::ECHILD)
+    )
+}
+
+/// Waits, reaping, until no children are left or `limit` passes. Returns
+/// whether none are left.
+pub fn reap_until_empty(sfd: Option<&SignalFd>, limit: Duration) -> bool {
+    let t0 = Instant::now();
+    loop {
+        reap_all();
+        if !any_children() {
+            return true;
+        }
+        let remaining = limit.saturating_sub(t0.elapsed());
+        if remaining.is_zero() {
+            return false;
+        }
+        wait_for_signal(sfd, remaining);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poll_timeouts_round_up_so_a_deadline_wait_cannot_spin() {
+        assert_eq!(poll_timeout(Duration::from_micros(1)), PollTimeout::try_from(1).unwrap());
+        assert_eq!(poll_timeout(Duration::from_micros(999)), PollTimeout::try_from(1).unwrap());
+        assert_eq!(poll_timeout(Duration::from_micros(1001)), PollTimeout::try_from(2).unwrap());
+        assert_eq!(poll_timeout(Duration::ZERO), PollTimeout::ZERO);
+        assert_eq!(poll_timeout(Duration::from_secs(u64::MAX)), PollTimeout::MAX);
+    }
 }

@@ -81,23 +81,37 @@ pub fn mount_all() -> Vec<SetupError> {
     errors
 }
 
-fn fd_open(fd: i32) -> bool {
+/// Whether `fd` needs the console: it is closed, or it is /dev/null. Rust's
+/// runtime, before `main`, opens /dev/null on any of fds 0-2 the kernel
+/// left closed (the kernel gives init the console only when the image has
+/// the node), so "open" alone would let the result go to /dev/null.
+fn needs_console(fd: i32) -> bool {
     // SAFETY: F_GETFD only queries the descriptor table.
-    unsafe { libc::fcntl(fd, libc::F_GETFD) != -1 }
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+        return true;
+    }
+    // SAFETY: `fd` is open (checked above) for the length of this call.
+    match nix::sys::stat::fstat(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }) {
+        Ok(st) => {
+            let is_char = st.st_mode & libc::S_IFMT == libc::S_IFCHR;
+            is_char && libc::major(st.st_rdev) == 1 && libc::minor(st.st_rdev) == 3
+        }
+        Err(_) => true,
+    }
 }
 
-/// Makes sure fds 0, 1 and 2 exist, opening /dev/console for any that do
-/// not (the kernel opens it for us only when the initramfs has the node).
+/// Makes sure fds 0, 1 and 2 are the console: any that is closed or is
+/// /dev/null gets /dev/console instead.
 pub fn ensure_console_fds() -> Result<(), SetupError> {
-    if (0..3).all(fd_open) {
+    if !(0..3).any(needs_console) {
         return Ok(());
     }
     let console =
         fs::OpenOptions::new().read(true).write(true).open(Path::new("/dev/console")).map_err(SetupError::Console)?;
     for fd in 0..3 {
-        if !fd_open(fd) {
-            // SAFETY: dup2 onto a free descriptor number; `console` stays
-            // open until after the loop.
+        if console.as_raw_fd() != fd && needs_console(fd) {
+            // SAFETY: dup2 onto one of fds 0-2; `console` stays open
+            // until after the loop.
             if unsafe { libc::dup2(console.as_raw_fd(), fd) } == -1 {
                 return Err(SetupError::Console(std::io::Error::last_os_error()));
             }
@@ -114,4 +128,22 @@ pub fn ensure_console_fds() -> Result<(), SetupError> {
 pub fn set_oom_score_adj(value: i32) -> Result<(), SetupError> {
     const PATH: &str = "/proc/self/oom_score_adj";
     fs::write(PATH, value.to_string()).map_err(|source| SetupError::OomScore { path: PATH, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dev_null_and_closed_fds_need_the_console_a_tty_or_file_does_not() {
+        let null = fs::File::open("/dev/null").unwrap();
+        assert!(needs_console(null.as_raw_fd()));
+        let file = tempfile::tempfile().unwrap();
+        assert!(!needs_console(file.as_raw_fd()));
+        let zero = fs::File::open("/dev/zero").unwrap();
+        assert!(!needs_console(zero.as_raw_fd()), "only /dev/null (1,3) is taken for missing");
+        let closed = file.as_raw_fd();
+        drop(file);
+        assert!(needs_console(closed));
+    }
 }

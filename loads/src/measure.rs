@@ -2,6 +2,9 @@
 //! CLOCK_MONOTONIC (through `Instant`), CPU time from the rusage of reaped
 //! children, boot-relative time from CLOCK_BOOTTIME.
 
+// PID 1 runs this module: no panics (see ARCHITECTURE.md, "PID 1").
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 use nix::sys::resource::{getrusage, UsageWho};
 use nix::time::{clock_gettime, ClockId};
 

@@ -2,6 +2,9 @@
 //! warnings. Reads /proc, /sys and /dev/kmsg; never fails, records what it
 //! cannot read as empty.
 
+// PID 1 runs this module: no panics (see ARCHITECTURE.md, "PID 1").
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 use crate::schema::{BootbenchInfo, KernelInfo, MachineInfo};
 use std::collections::BTreeMap;
 use std::fs;
@@ -116,7 +119,7 @@ impl KmsgCursor {
             match f.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => {
-                    let rec = String::from_utf8_lossy(&buf[..n]);
+                    let rec = String::from_utf8_lossy(buf.get(..n).unwrap_or_default());
                     // Record: "prio,seq,usec,flags;message\n continuation..."
                     let msg = rec.split_once(';').map(|(_, m)| m).unwrap_or(&rec);
                     let first = msg.lines().next().unwrap_or("").to_string();

@@ -2,6 +2,9 @@
 //! PID 1's context switches, and userspace tasks outside the workload's own
 //! process tree. Reads /proc only.
 
+// PID 1 runs this module: no panics (see ARCHITECTURE.md, "PID 1").
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 use std::collections::HashMap;
 use std::fs;
 
@@ -34,6 +37,55 @@ fn stat_fields(pid: i32) -> Option<(i32, u64)> {
     let f: Vec<&str> = after.split_whitespace().collect();
     // After the comm: state(0) ppid(1) pgrp session tty_nr tpgid flags(6)
     Some((f.get(1)?.parse().ok()?, f.get(6)?.parse().ok()?))
+}
+
+/// One userspace process as /proc shows it, for reports of processes that
+/// outlived their workload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessInfo {
+    /// Its pid.
+    pub pid: i32,
+    /// Its command name.
+    pub comm: String,
+    /// Its state letter (`D` is uninterruptible sleep, `Z` a zombie).
+    pub state: String,
+    /// The kernel function it sleeps in, when /proc says.
+    pub wchan: String,
+}
+
+impl std::fmt::Display for ProcessInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pid {} ({}) state {} wchan {}", self.pid, self.comm, self.state, self.wchan)
+    }
+}
+
+/// Every userspace process but PID 1 (kernel threads left out). Never
+/// panics: PID 1 calls it between workloads.
+pub fn userspace_processes() -> Vec<ProcessInfo> {
+    let Ok(dir) = fs::read_dir("/proc") else { return Vec::new() };
+    let mut out = Vec::new();
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        if pid == 1 {
+            continue;
+        }
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let Some((head, after)) = stat.rsplit_once(')') else { continue };
+        let comm = head.split_once('(').map(|(_, c)| c.to_string()).unwrap_or_default();
+        let f: Vec<&str> = after.split_whitespace().collect();
+        let flags = f.get(6).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        if flags & PF_KTHREAD != 0 {
+            continue;
+        }
+        out.push(ProcessInfo {
+            pid,
+            comm,
+            state: f.first().map(|s| s.to_string()).unwrap_or_default(),
+            wchan: fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default().trim().to_string(),
+        });
+    }
+    out.sort_by_key(|p| p.pid);
+    out
 }
 
 /// Userspace processes other than PID 1 and the tree rooted at `root`.
@@ -72,6 +124,19 @@ mod tests {
         let st = process_state().unwrap();
         assert_eq!(st.signals_blocked.len(), 16, "{st:?}");
         assert!(u64::from_str_radix(&st.signals_ignored, 16).is_ok());
+    }
+
+    #[test]
+    fn userspace_processes_lists_a_child_with_its_state() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id() as i32;
+        let seen = userspace_processes();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let me = seen.iter().find(|p| p.pid == pid).unwrap_or_else(|| panic!("{pid} not in {seen:?}"));
+        assert_eq!(me.comm, "sleep");
+        assert!(["S", "R"].contains(&me.state.as_str()), "{me}");
+        assert!(seen.iter().all(|p| p.pid != 1));
     }
 
     #[test]

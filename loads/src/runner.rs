@@ -2,6 +2,9 @@
 //! calling process, with the quiet-userland evidence; and the document that
 //! gathers workload results with their provenance.
 
+// PID 1 runs this module: no panics (see ARCHITECTURE.md, "PID 1").
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 use crate::error_chain::error_chain;
 use crate::provenance;
 use crate::quiet;
@@ -65,6 +68,7 @@ pub fn run_workload(suite: &Suite, spec: &WorkloadSpec, ctx: &RunContext, observ
                 if it.system.is_none() {
                     it.system = system.ok();
                 }
+                drop_non_finite_metrics(&mut it);
                 result.iterations.push(it)
             }
             Err(e) => {
@@ -77,6 +81,18 @@ pub fn run_workload(suite: &Suite, spec: &WorkloadSpec, ctx: &RunContext, observ
         result.quiet = Some(obs);
     }
     result
+}
+
+/// Moves every metric whose value is NaN or infinite out of `it` and into
+/// its errors, naming the metric: JSON has no such numbers, so one would
+/// otherwise turn the whole workload's result unreadable.
+pub fn drop_non_finite_metrics(it: &mut crate::schema::Iteration) {
+    let bad: Vec<String> = it.metrics.iter().filter(|(_, m)| !m.value.is_finite()).map(|(k, _)| k.clone()).collect();
+    for name in bad {
+        if let Some(m) = it.metrics.remove(&name) {
+            it.errors.push(format!("metric {name} is not a finite number ({}); left out", m.value));
+        }
+    }
 }
 
 /// RFC 3339 time of day, seconds precision.
@@ -129,6 +145,23 @@ pub fn push_error(doc: &mut RunDocument, location: &str, message: String) {
 mod tests {
     use super::*;
     use crate::schema::Status;
+
+    #[test]
+    fn a_non_finite_metric_is_an_error_for_that_metric_and_the_rest_serialises() {
+        use crate::schema::{Iteration, Metric};
+        let mut it = Iteration::default();
+        it.metrics.insert("rate".into(), Metric::higher(f64::NAN, "ops/s"));
+        it.metrics.insert("latency".into(), Metric::higher(f64::INFINITY, "ms"));
+        it.metrics.insert("wall".into(), Metric::higher(2.5, "s"));
+        drop_non_finite_metrics(&mut it);
+        assert_eq!(it.metrics.keys().collect::<Vec<_>>(), ["wall"]);
+        assert_eq!(it.errors.len(), 2, "{:?}", it.errors);
+        assert!(it.errors.iter().any(|e| e.contains("metric rate is not a finite number (NaN)")), "{:?}", it.errors);
+        let r = WorkloadResult { name: "w".into(), iterations: vec![it], ..Default::default() };
+        let json = serde_json::to_vec(&r).unwrap();
+        let back: WorkloadResult = serde_json::from_slice(&json).unwrap();
+        assert_eq!(back.iterations[0].metrics["wall"].value, 2.5);
+    }
 
     #[test]
     fn runs_warmup_and_iterations() {

@@ -3,6 +3,9 @@
 //! checks and compares it. Metric names are stable; every metric carries its
 //! unit and the direction that is better.
 
+// PID 1 runs this module: no panics (see ARCHITECTURE.md, "PID 1").
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -13,6 +13,9 @@
 //! `builtin` (the built-in suites) and `cmdline` (the `bootbench.*` keys
 //! and how they override a suite), each using only the ones before it.
 
+// PID 1 runs this module: no panics (see ARCHITECTURE.md, "PID 1").
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 mod builtin;
 mod cmdline;
 mod document;
@@ -22,6 +25,6 @@ mod tests;
 pub use builtin::BUILTIN_SUITES;
 pub use cmdline::{
     redact_secrets, split_cmdline, CmdlineConfig, IpSetting, ACCEL_MODES, DEFAULT_SCRATCH_FS, IO_SCHEDULERS,
-    MIN_ZRAM_BYTES,
+    MIN_ZRAM_BYTES, TEST_FAULTS,
 };
-pub use document::{Suite, SuiteError, WorkloadSpec};
+pub use document::{Limits, Suite, SuiteError, WorkloadSpec, LIMITS};

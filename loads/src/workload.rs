@@ -4,6 +4,9 @@
 //! on it; it must not depend on any workload, the registry, the suite or
 //! the runner.
 
+// PID 1 runs this module: no panics (see ARCHITECTURE.md, "PID 1").
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 use crate::schema::Iteration;
 use serde::{de::DeserializeOwned, Serialize};
 use std::path::PathBuf;

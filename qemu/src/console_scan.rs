@@ -3,7 +3,7 @@
 //! messages picked out. Owns no process and no clock; the runner feeds it
 //! bytes and decides what they mean for timeouts.
 
-use loads::console_protocol::{parse_line, Decoder, Line, EVENT_HELLO, EVENT_POWEROFF, MARKER};
+use loads::console_protocol::{parse_line, Decoder, Line, StreamError, EVENT_HELLO, EVENT_POWEROFF, MARKER};
 
 /// Console bytes kept in the log; a guest that floods its console beyond
 /// this is cut off in the log (the protocol decoder still sees every line).
@@ -182,6 +182,17 @@ impl ConsoleScan {
         &self.decoder
     }
 
+    /// The JSON text of each intact per-workload stream, in the order first
+    /// seen on either channel, each once.
+    pub fn workload_documents(&self) -> Vec<String> {
+        self.decoder.workload_documents()
+    }
+
+    /// What is wrong with each workload stream that did not arrive intact.
+    pub fn workload_stream_errors(&self) -> Vec<StreamError> {
+        self.decoder.workload_stream_errors()
+    }
+
     /// Console bytes beyond [`MAX_LOG_BYTES`] left out of the log.
     pub fn log_dropped(&self) -> usize {
         self.log_dropped
@@ -196,7 +207,210 @@ impl ConsoleScan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use loads::console_protocol::{encode, event};
+    use loads::console_protocol::{encode, event, StreamKind};
+    use loads::schema::{RunDocument, WorkloadResult};
+
+    /// A boot of two workloads as the serial console carries it (CR LF),
+    /// framed by an encoder independent of ours (`fixtures/frame_v2.py`):
+    /// each workload's stream when it finished, then the 13-chunk result
+    /// stream, with printk lines between our lines.
+    const STREAMS: &str = include_str!("fixtures/streams.txt");
+    const BOOT_ID: &str = "6f1c2a7e-3b9d-4e0f-a5c8-2d71b04e9f36";
+
+    fn scan(text: &str) -> ConsoleScan {
+        let mut s = ConsoleScan::new();
+        s.feed_bytes(text.as_bytes());
+        s.finish();
+        s
+    }
+
+    /// The fixture's result document and workload documents, decoded from
+    /// the intact recording.
+    fn intact() -> (String, Vec<String>) {
+        let s = scan(STREAMS);
+        (s.decoder().last_document().unwrap(), s.workload_documents())
+    }
+
+    /// The tag of the fixture's stream of `kind` whose header names `total`
+    /// chunks, e.g. `("R", 13)`.
+    fn tag(kind: &str, total: u32) -> String {
+        let head = format!("{MARKER} HEAD {kind} {total} ");
+        let line = STREAMS.lines().find(|l| l.starts_with(&head)).unwrap();
+        line.split(' ').nth(5).unwrap()[..8].to_string()
+    }
+
+    /// The fixture with `edit` applied to the line that starts with `prefix`.
+    fn edited(text: &str, prefix: &str, edit: impl Fn(&str) -> String) -> String {
+        let mut hits = 0;
+        let out = text
+            .split_inclusive('\n')
+            .map(|l| {
+                if l.starts_with(prefix) {
+                    hits += 1;
+                    edit(l)
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect();
+        assert_eq!(hits, 1, "{prefix}");
+        out
+    }
+
+    /// Only the protocol lines of `text`, as the results port carries them.
+    fn port_copy(text: &str) -> String {
+        text.split_inclusive('\n').filter(|l| l.starts_with(MARKER) && !l.contains(" EVENT ")).collect()
+    }
+
+    fn incomplete(err: StreamError) -> (Option<String>, u32, Vec<u32>, Vec<u32>) {
+        match err {
+            StreamError::Incomplete { id, total, missing, corrupt, .. } => (id, total, missing, corrupt),
+            other => panic!("expected incomplete, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn recorded_boot_gives_the_result_and_each_workload_once() {
+        let s = scan(STREAMS);
+        assert!(s.hello_seen() && s.poweroff_seen());
+        assert_eq!(s.events().len(), 3, "{:?}", s.events());
+        assert!(s.decoder().damaged_events().is_empty());
+        let doc: RunDocument = serde_json::from_str(&s.decoder().last_document().unwrap()).unwrap();
+        assert_eq!(doc.run_id, BOOT_ID);
+        let workloads: Vec<WorkloadResult> =
+            s.workload_documents().iter().map(|w| serde_json::from_str(w).unwrap()).collect();
+        assert_eq!(workloads, doc.workloads, "each workload's own stream holds what the result holds");
+        assert_eq!(s.workload_stream_errors(), vec![]);
+        // The same streams on the results port too: still each once.
+        let mut both = scan(STREAMS);
+        both.feed_port_text(&port_copy(STREAMS));
+        assert_eq!(both.workload_documents(), s.workload_documents());
+        assert_eq!(both.events().len(), 3);
+    }
+
+    #[test]
+    fn truncated_console_names_the_missing_chunks() {
+        // The console stops half way through the result's chunk 8.
+        let r = tag("R", 13);
+        let at = STREAMS.find(&format!("{MARKER} R {r} 8/13 ")).unwrap() + 200;
+        let s = scan(&STREAMS[..at]);
+        let err = s.decoder().last_document().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("result stream {r} of boot {BOOT_ID} is incomplete: 5 of 13 chunks missing [9, 10, 11, 12, 13], 1 damaged [8]")
+        );
+        // The workloads that finished before are kept.
+        assert_eq!(s.workload_documents(), intact().1);
+    }
+
+    #[test]
+    fn a_corrupted_data_line_is_listed_as_damaged() {
+        let r = tag("R", 13);
+        let text = edited(STREAMS, &format!("{MARKER} R {r} 4/13 "), |l| l.replacen("\"cpu\":0", "\"cpu\":1", 1));
+        assert_eq!(
+            incomplete(scan(&text).decoder().last_document().unwrap_err()),
+            (Some(BOOT_ID.into()), 13, vec![], vec![4])
+        );
+    }
+
+    #[test]
+    fn a_header_destroyed_by_a_printk_does_not_lose_the_result() {
+        // A printk lands in the header line: the console shows our line's
+        // start, the printk, and our line's rest on a line of its own.
+        let text = edited(STREAMS, &format!("{MARKER} HEAD R 13 "), |l| {
+            let (a, b) = l.split_at(50);
+            format!("{a}[   71.9] ata1.00: configured for UDMA/100\r\n{b}")
+        });
+        let s = scan(&text);
+        assert_eq!(s.decoder().last_document().unwrap(), intact().0);
+        // Without the header the error names the stream by its tag.
+        let r = tag("R", 13);
+        let text = edited(&text, &format!("{MARKER} R {r} 13/13 "), |_| String::new());
+        let err = scan(&text).decoder().last_document().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("result stream {r} (no intact header) is incomplete: 1 of 13 chunks missing [13], 0 damaged []")
+        );
+    }
+
+    #[test]
+    fn a_data_line_with_an_altered_seq_or_total_is_rejected_by_its_crc() {
+        let r = tag("R", 13);
+        let prefix = format!("{MARKER} R {r} 3/13 ");
+        // Chunk 3's payload is never used. With its seq changed to 4, the
+        // line claims a chunk that arrived intact, so 3 is missing; with its
+        // total changed, it still claims 3, which is listed as damaged.
+        for (to, missing, corrupt) in [("4/13", vec![3], vec![]), ("3/14", vec![], vec![3]), ("3/12", vec![], vec![3])]
+        {
+            let text = edited(STREAMS, &prefix, |l| l.replacen("3/13", to, 1));
+            let s = scan(&text);
+            let (_, total, got_missing, got_corrupt) = incomplete(s.decoder().last_document().unwrap_err());
+            assert_eq!(total, 13);
+            assert_eq!((got_missing, got_corrupt), (missing, corrupt), "{to}");
+            assert_eq!(s.workload_documents(), intact().1);
+            // The port's intact chunk 3 completes the stream: nothing of the
+            // altered line was filed under the seq or total it claimed.
+            let mut s = s;
+            s.feed_port_text(STREAMS.lines().find(|l| l.starts_with(&prefix)).unwrap());
+            assert_eq!(s.decoder().last_document().unwrap(), intact().0, "{to}");
+        }
+    }
+
+    #[test]
+    fn console_and_port_repair_each_other() {
+        let (result, workloads) = intact();
+        let r = tag("R", 13);
+        let w = tag("W", 5);
+        // The console lost the result's chunk 2 to a printk and hackbench's
+        // chunk 1 entirely.
+        let console = edited(STREAMS, &format!("{MARKER} R {r} 2/13 "), |l| format!("{}[ 9.9] x\r\n", &l[..90]));
+        let console = edited(&console, &format!("{MARKER} W {w} 1/5 "), |_| String::new());
+        // The port lost the result's header and its chunk 5.
+        let port = edited(&port_copy(STREAMS), &format!("{MARKER} HEAD R "), |_| String::new());
+        let port = edited(&port, &format!("{MARKER} R {r} 5/13 "), |_| String::new());
+
+        let alone = scan(&console);
+        assert_eq!(incomplete(alone.decoder().last_document().unwrap_err()).3, vec![2]);
+        assert_eq!(alone.workload_documents().len(), 1);
+        assert!(
+            matches!(&alone.workload_stream_errors()[..], [StreamError::Incomplete { missing, .. }] if *missing == [1])
+        );
+        let mut port_alone = ConsoleScan::new();
+        port_alone.feed_port_text(&port);
+        assert_eq!(incomplete(port_alone.decoder().last_document().unwrap_err()), (None, 13, vec![5], vec![]));
+
+        let mut both = scan(&console);
+        both.feed_port_text(&port);
+        assert_eq!(both.decoder().last_document().unwrap(), result);
+        assert_eq!(both.workload_documents(), workloads);
+        assert_eq!(both.workload_stream_errors(), vec![]);
+    }
+
+    #[test]
+    fn a_damaged_workload_stream_is_reported_and_the_rest_kept() {
+        let w = tag("W", 5);
+        let text = edited(STREAMS, &format!("{MARKER} W {w} 3/5 "), |l| l.replacen('{', "[", 1));
+        let s = scan(&text);
+        assert_eq!(s.decoder().last_document().unwrap(), intact().0);
+        assert_eq!(s.workload_documents(), intact().1[..1]);
+        let errors: Vec<String> = s.workload_stream_errors().iter().map(ToString::to_string).collect();
+        assert_eq!(
+            errors,
+            [format!("workload stream {w} of boot {BOOT_ID} is incomplete: 0 of 5 chunks missing [], 1 damaged [3]")]
+        );
+    }
+
+    #[test]
+    fn a_damaged_event_is_ignored_not_misread() {
+        // A printk cuts the poweroff event before its CRC.
+        let text = edited(STREAMS, &format!("{MARKER} EVENT poweroff "), |l| {
+            format!("{}[   72.0] e1000: link up\r\n{}", &l[..34], &l[34..])
+        });
+        let s = scan(&text);
+        assert!(!s.poweroff_seen());
+        assert_eq!(s.events().len(), 2);
+        assert_eq!(s.decoder().damaged_events(), ["@@BOOTBENCH EVENT poweroff status=[   72.0] e1000: link up"]);
+    }
 
     #[test]
     fn decorations_are_stripped_before_matching() {
@@ -208,10 +422,10 @@ mod tests {
         assert_eq!(kernel_message("[ 1.0] kernel BUG at mm/slub.c:435!"), Some(KernelMessage::Oops));
         assert_eq!(kernel_message("[ 1.0] WARNING: CPU: 0 PID: 1 at kernel/fork.c:1"), None);
         // A payload quoting a kernel message is not one.
-        let quoted = format!("{MARKER} DATA r 1/1 00000000 Kernel panic - not syncing BUG: x");
+        let quoted = format!("{MARKER} R 0123abcd 1/1 00000000 Kernel panic - not syncing BUG: x");
         assert_eq!(kernel_message(&quoted), None);
         // A printk fragment in front of a marker is kernel text.
-        let frag = format!("[ 9.9] Kernel panic - not syncing: Fatal exception{MARKER} END r");
+        let frag = format!("[ 9.9] Kernel panic - not syncing: Fatal exception{MARKER} R 0123abcd 2/2 0 x");
         assert_eq!(kernel_message(&frag), Some(KernelMessage::Panic));
     }
 
@@ -235,7 +449,7 @@ mod tests {
     #[test]
     fn port_text_merges_and_does_not_repeat_events() {
         let doc = "x".repeat(1000);
-        let lines = encode("r", &doc);
+        let lines = encode(StreamKind::Result, "r", &doc);
         let mut s = ConsoleScan::new();
         s.feed_bytes(format!("{}\n", event(EVENT_HELLO, "a")).as_bytes());
         for (i, l) in lines.iter().enumerate() {

@@ -15,7 +15,7 @@ mod tests;
 pub use boot_spec::{BootSpec, RunnerError, Timeouts, PORT_CMDLINE_KEY, RESULTS_PORT_NAME};
 
 use crate::console_scan::{ConsoleScan, MAX_KERNEL_ERRORS, MAX_LOG_BYTES};
-use crate::outcome::{classify, BootOutcome, HangKind, RunEnd, RunFacts, Timings};
+use crate::outcome::{judge, BootOutcome, HangKind, Judgement, RunEnd, RunFacts, Timings};
 use qemu_process::{die_with_parent, kill_and_reap, spawn_reader, spawn_stderr_reader, wait_bounded, Feed};
 use std::io;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -258,8 +258,21 @@ pub fn boot(spec: &BootSpec) -> Result<BootOutcome, RunnerError> {
         ));
     }
 
+    for e in scan.workload_stream_errors() {
+        notes.push(format!("a workload's result is not kept: {e}"));
+    }
+    let damaged_events = scan.decoder().damaged_events();
+    if !damaged_events.is_empty() {
+        let dropped = scan.decoder().damaged_events_dropped();
+        let more = if dropped > 0 { format!(" (and {dropped} more)") } else { String::new() };
+        notes.push(format!(
+            "ignored {} event lines that fail their checksum or were cut{more}: {damaged_events:?}",
+            damaged_events.len()
+        ));
+    }
+
     let facts = RunFacts::from_scan(&scan, end, hang_detail, qemu_stderr.clone());
-    let classification = classify(&facts);
+    let Judgement { classification, late_failure } = judge(&facts);
     let (document, stream_error) = match scan.decoder().last_document() {
         Ok(doc) => (Some(doc), None),
         Err(e) => (None, Some(e.to_string())),
@@ -269,8 +282,10 @@ pub fn boot(spec: &BootSpec) -> Result<BootOutcome, RunnerError> {
         console_log: scan.log_text(),
         document,
         stream_error,
+        workload_results: scan.workload_documents(),
         events: scan.events().to_vec(),
         kernel_errors: scan.kernel_errors().to_vec(),
+        late_failure,
         timings: Timings {
             wall,
             to_hello: clock.hello.map(|h| h - start),

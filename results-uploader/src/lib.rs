@@ -12,6 +12,10 @@
 //! network sends and never returns an error: [`upload`] returns an
 //! [`UploadOutcome`] that is the report.
 
+// The guest runs this crate (in a child of PID 1): no panics (see
+// ARCHITECTURE.md, "PID 1").
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 mod name_resolution;
 mod outcome_event;
 mod retry_policy;
@@ -19,7 +23,9 @@ mod upload;
 mod upload_url;
 
 pub use name_resolution::{resolve, Resolution, ResolveError};
-pub use outcome_event::{EventError, UploadReport, EVENT_NETWORK, EVENT_UPLOAD};
-pub use retry_policy::RetryPolicy;
-pub use upload::{upload, Attempt, TlsRoots, UploadOutcome, UploadRequest, UploadSettings, Verdict};
+pub use outcome_event::{EventError, UploadReport, EVENT_NETWORK, EVENT_UPLOAD, EVENT_UPLOAD_ATTEMPT};
+pub use retry_policy::{RetryPolicy, DEFAULT_TOTAL_BUDGET};
+pub use upload::{
+    upload, upload_with_progress, Attempt, TlsRoots, UploadOutcome, UploadRequest, UploadSettings, Verdict,
+};
 pub use upload_url::{check_run_id, parse_base_url, run_url, UrlError, ATTEMPT_HEADER, MAX_RUN_ID_LEN, RUN_ID_HEADER};

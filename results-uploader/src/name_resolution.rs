@@ -146,6 +146,7 @@ fn resolve_with(
 }
 
 #[cfg(all(test, feature = "dns"))]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use hickory_resolver::proto::op::{Message, OpCode, ResponseCode};

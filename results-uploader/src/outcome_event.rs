@@ -18,6 +18,9 @@ pub const EVENT_UPLOAD: &str = "upload";
 /// Event name of the guest's network bring-up (its text is free-form
 /// `key=value` pairs written by the init).
 pub const EVENT_NETWORK: &str = "network";
+/// Event name the guest prints before each upload attempt (`attempt=N`),
+/// so the host sees progress while a slow receiver keeps it waiting.
+pub const EVENT_UPLOAD_ATTEMPT: &str = "upload-attempt";
 
 /// Errors parsing an upload event's text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

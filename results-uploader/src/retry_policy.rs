@@ -20,11 +20,19 @@ pub struct RetryPolicy {
     pub request_timeout: Duration,
     /// Seed of the jitter, for reproducible tests; `None` draws one.
     pub jitter_seed: Option<u64>,
+    /// The whole upload, attempts and delays: no attempt starts after it,
+    /// and each request's timeout is cut to what is left of it. It keeps a
+    /// slow receiver from holding a finished boot past the host's silence
+    /// timeout, whatever `max_attempts` and `request_timeout` say.
+    pub total_budget: Duration,
 }
+
+/// [`RetryPolicy::total_budget`] by default.
+pub const DEFAULT_TOTAL_BUDGET: Duration = Duration::from_secs(120);
 
 impl Default for RetryPolicy {
     /// 6 attempts, delays of 0.5, 1, 2, 4, 8 s plus up to 100% jitter,
-    /// 10 s to connect, 30 s per request: at most about 3.5 minutes in all,
+    /// 10 s to connect, 30 s per request, and 120 s for the whole upload:
     /// well inside the host's default silence timeout (300 s).
     fn default() -> Self {
         RetryPolicy {
@@ -34,6 +42,7 @@ impl Default for RetryPolicy {
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
             jitter_seed: None,
+            total_budget: DEFAULT_TOTAL_BUDGET,
         }
     }
 }
@@ -56,8 +65,13 @@ impl RetryPolicy {
     }
 
     /// The longest the whole upload can take: every attempt timing out
-    /// and every delay at its maximum with full jitter.
+    /// and every delay at its maximum with full jitter, cut at
+    /// [`RetryPolicy::total_budget`] (name resolution aside).
     pub fn worst_case(&self) -> Duration {
+        self.unbudgeted_worst_case().min(self.total_budget)
+    }
+
+    fn unbudgeted_worst_case(&self) -> Duration {
         let mut total = self.request_timeout * self.max_attempts.max(1);
         let mut delay = self.initial_delay;
         for _ in 1..self.max_attempts {
@@ -105,7 +119,18 @@ mod tests {
     #[test]
     fn default_worst_case_stays_under_the_silence_timeout() {
         let w = RetryPolicy::default().worst_case();
-        assert!(w < Duration::from_secs(300), "{w:?}");
-        assert!(w > Duration::from_secs(180), "{w:?}");
+        assert!(w <= Duration::from_secs(120), "{w:?}");
+        assert!(RetryPolicy::default().unbudgeted_worst_case() > Duration::from_secs(180));
+    }
+
+    #[test]
+    fn the_budget_caps_the_largest_settings_the_cmdline_allows() {
+        let p = RetryPolicy {
+            max_attempts: 20,
+            request_timeout: Duration::from_secs(600),
+            connect_timeout: Duration::from_secs(600),
+            ..RetryPolicy::default()
+        };
+        assert_eq!(p.worst_case(), DEFAULT_TOTAL_BUDGET);
     }
 }

@@ -336,11 +336,12 @@ impl Sender<'_> {
         })
     }
 
-    fn send(&mut self, number: u32) -> Result<(u16, Verdict), AttemptFailure> {
+    fn send(&mut self, number: u32, timeout: Duration) -> Result<(u16, Verdict), AttemptFailure> {
         let (url, run_id, token, body) = (self.url.clone(), self.req.run_id, self.req.token, self.req.body.to_vec());
         let client = self.client()?;
         let resp = client
             .put(url)
+            .timeout(timeout)
             .bearer_auth(token)
             .header(RUN_ID_HEADER, run_id)
             .header(ATTEMPT_HEADER, number.to_string())
@@ -381,6 +382,18 @@ impl Sender<'_> {
 /// connection, timeouts, 408/425/429/500/502/503/504, DNS) are retried per
 /// `settings.policy`; anything else ends the upload at once.
 pub fn upload(req: &UploadRequest<'_>, settings: &UploadSettings) -> UploadOutcome {
+    upload_with_progress(req, settings, &mut |_| {})
+}
+
+/// [`upload`], calling `before_attempt` with the attempt's number before
+/// each one (the guest prints an event, so the host sees progress). No
+/// attempt starts once `settings.policy.total_budget` is spent, and each
+/// request's timeout is cut to what is left of it.
+pub fn upload_with_progress(
+    req: &UploadRequest<'_>,
+    settings: &UploadSettings,
+    before_attempt: &mut dyn FnMut(u32),
+) -> UploadOutcome {
     let started = Instant::now();
     let url = match preflight(req) {
         Ok(u) => u,
@@ -400,10 +413,26 @@ pub fn upload(req: &UploadRequest<'_>, settings: &UploadSettings) -> UploadOutco
     let sender = RefCell::new(Sender { req, settings, url, client: None });
     let attempts = RefCell::new(Vec::<Attempt>::new());
     let delay = Cell::new(Duration::ZERO);
+    let budget = settings.policy.total_budget;
+    let before_attempt = RefCell::new(before_attempt);
     let result = (|| {
         let number = attempts.borrow().len() as u32 + 1;
+        let left = budget.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return Err(AttemptFailure {
+                transient: false,
+                status: None,
+                class: Some("budget"),
+                message: format!(
+                    "the upload's time budget of {} s is spent after {} attempt(s)",
+                    budget.as_secs(),
+                    number - 1
+                ),
+            });
+        }
+        (before_attempt.borrow_mut())(number);
         let t0 = Instant::now();
-        let r = sender.borrow_mut().send(number);
+        let r = sender.borrow_mut().send(number, settings.policy.request_timeout.min(left));
         attempts.borrow_mut().push(Attempt {
             number,
             delay_before_ms: ms(delay.get()),

@@ -104,6 +104,7 @@ fn fast() -> UploadSettings {
         connect_timeout: Duration::from_secs(2),
         request_timeout: Duration::from_secs(2),
         jitter_seed: Some(1),
+        total_budget: Duration::from_secs(60),
     };
     s
 }

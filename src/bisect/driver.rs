@@ -460,6 +460,66 @@ mod tests {
     }
 
     #[test]
+    fn an_init_panic_is_booted_again_and_never_counted_against_the_commit() {
+        // Boot mode: c11 on panic. The first step's commit (c15), the culprit
+        // and its parent each hit bootbench's own init panic once.
+        let plan = Plan { mode: Mode::Boot, ..Plan::default() };
+        let mut history = LinearHistory::new(30);
+        let mut clean = ModelLab::new(30, 11, 0.0, noise(), 5);
+        clean.panic_from = Some(11);
+        let (want_state, want) = run(&mut clean, &mut history, plan.clone());
+        let mut lab = ModelLab::new(30, 11, 0.0, noise(), 5);
+        lab.panic_from = Some(11);
+        lab.init_panics = [(15, 1), (11, 1), (10, 1)].into_iter().collect();
+        let mut state = BisectState::new(plan, None, &history.name(0), &history.name(30), 30).unwrap();
+        let mut journal = MemoryJournal { keep: true, ..Default::default() };
+        let outcome = Driver::new(&mut state, &mut lab, &mut history, &mut journal).run().unwrap();
+        assert_eq!(outcome, want);
+        assert!(lab.init_panics.values().all(|n| *n == 0), "every init panic was met: {:?}", lab.init_panics);
+        // Not in the state: the verdicts rest on the same boots as without them.
+        assert!(state.boots.iter().all(|b| b.classification != "init_panic"));
+        assert_eq!(state.boots.len(), want_state.boots.len());
+        let told: Vec<&str> =
+            journal.events.iter().filter(|e| e.kind == "appliance_failure").map(|e| e.message.as_str()).collect();
+        assert_eq!(told.len(), 3, "{told:?}");
+        assert!(told.iter().all(|m| m.contains("not counted against the commit")), "{told:?}");
+    }
+
+    #[test]
+    fn a_persistent_init_panic_stops_the_bisection_resumably_and_names_our_bug() {
+        let mut history = LinearHistory::new(40);
+        let mut lab = ModelLab::new(40, 25, 0.15, noise(), 6);
+        let (_, want) = run(&mut lab, &mut history, Plan::default());
+        let mut lab = ModelLab::new(40, 25, 0.15, noise(), 6);
+        // The first step's commit (c20) panics bootbench's init every time.
+        lab.init_panics.insert(20, u32::MAX);
+        let mut state = BisectState::new(Plan::default(), None, &history.name(0), &history.name(40), 40).unwrap();
+        let mut journal = MemoryJournal { snapshot: true, ..Default::default() };
+        let e = Driver::new(&mut state, &mut lab, &mut history, &mut journal).run().unwrap_err();
+        match &e {
+            DriverError::AppliancePanic { commit, attempts, detail, .. } => {
+                assert_eq!(commit, &history.name(20));
+                assert_eq!(*attempts, super::recording::APPLIANCE_TRIES);
+                assert!(detail.contains("init/src/main.rs:1:1") && detail.contains("simulated"), "{detail}");
+            }
+            other => panic!("expected an appliance panic, got {other:?}"),
+        }
+        let text = e.to_string();
+        assert!(
+            text.contains("bootbench bug") && text.contains("not the kernel's") && text.contains("report"),
+            "{text}"
+        );
+        // Nothing was held against c20, and the state resumes (as after a fix)
+        // to the answer of a bisection that never met the bug.
+        let mut state: BisectState = serde_json::from_str(journal.last.as_deref().unwrap()).unwrap();
+        assert!(state.boots.iter().all(|b| b.commit != history.name(20) && b.classification != "init_panic"));
+        assert!(state.tests.iter().all(|t| t.verdict.is_none() || t.commit != history.name(20)));
+        lab.init_panics.clear();
+        let again = Driver::new(&mut state, &mut lab, &mut history, &mut journal).run().unwrap();
+        assert_eq!(again, want);
+    }
+
+    #[test]
     fn ends_that_do_not_differ_stop_the_bisection() {
         let mut history = LinearHistory::new(50);
         let mut lab = ModelLab::new(50, 20, 0.0, noise(), 4);

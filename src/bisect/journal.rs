@@ -29,7 +29,8 @@ pub enum JournalError {
 /// One thing that happened.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Event {
-    /// `build`, `boot`, `verdict`, `ends`, `phase`, `resume`, `outcome`, `note`.
+    /// `build`, `boot`, `verdict`, `ends`, `phase`, `resume`, `outcome`, `note`,
+    /// `appliance_failure` (bootbench's own init panicked in a boot).
     pub kind: &'static str,
     /// The commit it concerns.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -85,7 +86,8 @@ struct LogLine<'a> {
 
 impl Journal for FileJournal {
     fn checkpoint(&mut self, state: &mut BisectState) -> Result<(), JournalError> {
-        Ok(state.save(&self.state_path)?)
+        // An interrupt waits for the save, so it leaves no temp file behind.
+        Ok(crate::boot::interrupt::critical(|| state.save(&self.state_path))?)
     }
 
     fn event(&mut self, event: Event) -> Result<(), JournalError> {
@@ -93,10 +95,12 @@ impl Journal for FileJournal {
             eprintln!("bisect: {}", event.message);
         }
         let err = |source| JournalError::Log { path: self.log_path.clone(), source };
-        let line = serde_json::to_string(&LogLine { at: super::state::now(), event: &event })
+        let mut line = serde_json::to_string(&LogLine { at: super::state::now(), event: &event })
             .map_err(|e| err(std::io::Error::other(e)))?;
+        line.push('\n');
         let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&self.log_path).map_err(err)?;
-        writeln!(f, "{line}").map_err(err)?;
+        // One write of the whole line: an interrupt never leaves half a line.
+        f.write_all(line.as_bytes()).map_err(err)?;
         // The log is evidence for a night's work: make each line durable
         // like the state it explains.
         f.sync_data().map_err(err)

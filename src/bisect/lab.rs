@@ -106,8 +106,10 @@ pub enum LabError {
 /// What one boot gave.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BootObservation {
-    /// `ok`, or `panic`, `oops`, `hang`, `qemu_failure`, `incomplete`,
-    /// `partial` (a workload failed), `no_metric`.
+    /// `ok`, or `init_panic` (the appliance's own init panicked: the
+    /// driver boots again and never blames the commit), `panic`, `oops`,
+    /// `hang`, `qemu_failure`, `incomplete`, `partial` (a workload failed),
+    /// `no_metric`.
     pub classification: String,
     /// What failed.
     pub detail: Option<String>,
@@ -165,6 +167,8 @@ pub fn observe(record: &BootRecord, mode: Mode, metric: Option<(&str, &str)>) ->
     if obs.classification != "ok" {
         return obs;
     }
+    // What failed after an intact result (it does not make the boot fail).
+    obs.detail = record.boot.late_failure.clone();
     let Some(doc) = &record.result else {
         obs.classification = "incomplete".into();
         obs.detail = record.result_error.clone();
@@ -378,6 +382,12 @@ impl QemuLab {
                 .spawn()
                 .map_err(|source| LabError::BuildSpawn { command: command.into(), tree: tree.clone(), source })?
         };
+        // Its own process group misses a terminal's Ctrl-C: an interrupt
+        // kills it, so no build goes on in the tree after bootbench is gone.
+        let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let _kill_on_interrupt = crate::boot::interrupt::on_interrupt(move || {
+            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        });
         let limit = Duration::from_secs(self.settings.build_timeout_s);
         let t0 = Instant::now();
         let status = loop {
@@ -567,7 +577,8 @@ impl Lab for QemuLab {
             ResultsFile::default()
         };
         results.boots.push(record);
-        results.write(&path).map_err(|e| LabError::Boot { commit: commit.into(), source: e.into() })?;
+        crate::boot::interrupt::critical(|| results.write(&path))
+            .map_err(|e| LabError::Boot { commit: commit.into(), source: e.into() })?;
         Ok(obs)
     }
 }

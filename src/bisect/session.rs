@@ -180,6 +180,38 @@ fn check_resume_args(args: &BisectArgs, state: &BisectState) -> anyhow::Result<(
     Ok(())
 }
 
+/// What an interrupt (Ctrl-C) of the bisection does, once the state write
+/// in progress has ended: logs and says how many boots the state holds and
+/// how to resume (the build or boot in progress is not recorded; the
+/// lab's own hook has killed a running build), and checks the tree's
+/// original head out again, as when the bisection stops on an error.
+fn interrupted_says_how_to_resume(
+    state_path: &Path,
+    state_arg: &Path,
+    journal: &FileJournal,
+    tree: &Path,
+    state: &BisectState,
+) -> crate::boot::interrupt::OnInterrupt {
+    let (state_path, state_arg, mut journal) = (state_path.to_path_buf(), state_arg.to_path_buf(), journal.clone());
+    let (tree, head) = (tree.to_path_buf(), state.original_head.clone());
+    crate::boot::interrupt::on_interrupt(move || {
+        let boots = BisectState::load(&state_path).map_or_else(|e| format!("? ({e})"), |s| s.boots.len().to_string());
+        let message = format!(
+            "interrupted: {} holds every finished boot ({boots}); the build or boot in progress is not recorded; continue with `bootbench bisect --resume --state {}`",
+            state_path.display(),
+            state_arg.display()
+        );
+        if journal.event(Event::new("interrupted", None, message.clone(), serde_json::Value::Null)).is_err() {
+            eprintln!("bisect: {message}");
+        }
+        if let Some(head) = &head {
+            if let Err(e) = git(&tree, &["checkout", "--quiet", head]) {
+                eprintln!("bisect: warning: could not check {head} out again in {}: {e}", tree.display());
+            }
+        }
+    })
+}
+
 fn write_reports(state: &BisectState, prefix: &Path) -> anyhow::Result<String> {
     let r = report::build(state);
     let text = report::render_text(&r);
@@ -213,6 +245,8 @@ pub fn bisect(args: &BisectArgs) -> anyhow::Result<Option<Outcome>> {
     let dir = settings.artifacts.clone();
     let mut journal = FileJournal::new(&state_path, &dir.join("log.jsonl"), false);
     let prefix = args.output.clone().unwrap_or_else(|| dir.join("report"));
+    crate::boot::interrupt::install()?;
+    let _interrupt = interrupted_says_how_to_resume(&state_path, &args.state, &journal, &settings.tree, &state);
     if state.phase != Phase::Finished {
         let mut lab = QemuLab::open(&mut settings, state.plan.mode, &state.plan.metric)?;
         state.lab = Some(settings.clone());

@@ -14,7 +14,7 @@ use rand::distr::Distribution;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 use statrs::distribution::{Beta, ContinuousCDF, Normal};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 /// Errors of the simulation.
@@ -140,6 +140,9 @@ pub struct ModelLab {
     pub hanging: BTreeSet<u64>,
     /// Boot mode: commits from this one on panic.
     pub panic_from: Option<u64>,
+    /// Commits whose next boots end in the appliance's own init panic
+    /// (`init_panic`, a bootbench bug), and how many of them.
+    pub init_panics: BTreeMap<u64, u32>,
     /// Fail (as if the host went down) on this lab call, for resume tests.
     pub fail_after: Option<usize>,
     /// Lab calls so far.
@@ -160,6 +163,7 @@ impl ModelLab {
             broken: BTreeSet::new(),
             hanging: BTreeSet::new(),
             panic_from: None,
+            init_panics: BTreeMap::new(),
             fail_after: None,
             calls: 0,
         }
@@ -221,6 +225,18 @@ impl Lab for ModelLab {
             iterations: vec![],
             wall_s: 1.0,
         };
+        if let Some(left) = self.init_panics.get_mut(&i).filter(|n| **n > 0) {
+            *left -= 1;
+            return Ok(BootObservation {
+                classification: "init_panic".into(),
+                detail: Some(
+                    "init panic: the appliance's init (PID 1) panicked at init/src/main.rs:1:1: simulated; a bootbench failure, not the kernel's"
+                        .into(),
+                ),
+                iterations: vec![],
+                wall_s: 1.0,
+            });
+        }
         if self.hanging.contains(&i) {
             return Ok(fail("hang"));
         }

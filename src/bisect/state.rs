@@ -204,7 +204,9 @@ pub struct BootEntry {
     #[serde(default)]
     pub test: Option<u32>,
     /// `ok`, or how it failed: `panic`, `oops`, `hang`, `qemu_failure`,
-    /// `incomplete`, `partial` (a workload failed), `no_metric`.
+    /// `incomplete`, `partial` (a workload failed), `no_metric`,
+    /// `bad_value`. Never `init_panic`: a boot whose appliance init
+    /// panicked is a bootbench bug, booted again and never recorded.
     pub classification: String,
     /// What failed, for a failed boot.
     #[serde(default)]
@@ -223,9 +225,10 @@ pub struct BootEntry {
 
 impl BootEntry {
     /// Whether the boot ended as a boot failure the kernel is to blame for
-    /// (what boot mode calls bad).
+    /// (what boot mode calls bad). The appliance's own init panic
+    /// (`init_panic`) never is: that is bootbench's failure.
     pub fn kernel_failed(&self) -> bool {
-        matches!(self.classification.as_str(), "panic" | "oops" | "hang")
+        matches!(self.classification.as_str(), "panic" | "boot_failure" | "oops" | "hang")
     }
 }
 
@@ -658,6 +661,28 @@ mod tests {
         // A bisect-run test never counts as a bisection verdict.
         s.tests.push(test(7, "z", TestKind::Run, Some(Verdict::Bad)));
         assert_eq!(s.current_bad(), "m");
+    }
+
+    #[test]
+    fn only_the_kernels_failures_count_against_it_never_the_appliances() {
+        let entry = |c: &str| BootEntry {
+            index: 0,
+            commit: "c".into(),
+            role: Role::Candidate,
+            test: Some(1),
+            classification: c.into(),
+            detail: None,
+            value: None,
+            iterations: vec![],
+            wall_s: 1.0,
+            at: now(),
+        };
+        for c in ["panic", "boot_failure", "oops", "hang"] {
+            assert!(entry(c).kernel_failed(), "{c}");
+        }
+        for c in ["init_panic", "ok", "qemu_failure", "incomplete", "partial", "no_metric"] {
+            assert!(!entry(c).kernel_failed(), "{c}");
+        }
     }
 
     #[test]

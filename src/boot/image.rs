@@ -22,6 +22,34 @@ pub const EARLY_MODULES_LIST: &str = "etc/bootbench/modules-early.load";
 /// Modules a Debian kernel needs for the virtio-serial results port.
 pub const RESULT_PORT_MODULES: &[&str] = &["virtio_console", "virtio_pci"];
 
+/// The compression that starts the appliance sooner, for a kernel that can
+/// unpack it. Measured with `bootbench overhead` (x86_64, Debian 6.1,
+/// icount, 1 vCPU, the init built with fat LTO): the first workload starts
+/// at 1.8906 s of guest time with zstd and 1.8974 s with gzip (ratio to a
+/// trivial init 1.072 and 1.083), and the zstd image is 18% smaller.
+pub const FASTER_COMPRESSION: Compression = Compression::Zstd;
+/// The compression every kernel the appliance supports can unpack
+/// (`RD_GZIP` is required, `RD_ZSTD` only recommended).
+pub const SAFE_COMPRESSION: Compression = Compression::Gzip;
+
+/// The compression for a kernel with this config text: the faster one when
+/// the config builds its decompressor in, else gzip (also when the config
+/// is unknown).
+pub fn compression_for_config(config: Option<&str>) -> Compression {
+    let rd_zstd = config.is_some_and(|text| text.lines().any(|l| l.trim_end() == "CONFIG_RD_ZSTD=y"));
+    if rd_zstd {
+        FASTER_COMPRESSION
+    } else {
+        SAFE_COMPRESSION
+    }
+}
+
+/// The compression for the kernel whose config is at `config` (see
+/// [`compression_for_config`]); an unreadable config counts as unknown.
+pub fn compression_for_kernel(config: Option<&Path>) -> Compression {
+    compression_for_config(config.and_then(|p| std::fs::read_to_string(p).ok()).as_deref())
+}
+
 /// What to put in an image.
 #[derive(Debug, Clone)]
 pub struct ImageSpec {
@@ -109,6 +137,10 @@ pub fn build(spec: &ImageSpec, output: &Path) -> anyhow::Result<BuiltImage> {
     // With a console node in the archive the kernel opens fds 0-2 for the
     // init before it runs, so even its first message reaches the console.
     img.add_char_device("dev/console", 0o600, 5, 1)?;
+    // Rust's runtime opens /dev/null on any of fds 0-2 the kernel left
+    // closed, before `main`, and aborts (a kernel panic in PID 1) without
+    // the node; the init then replaces it with /dev/console.
+    img.add_char_device("dev/null", 0o666, 1, 3)?;
     img.add_file(SUITE_PATH, 0o644, spec.suite.to_json().into_bytes())?;
     let mut packed = Vec::new();
     let mut packed_early = Vec::new();
@@ -162,6 +194,15 @@ pub fn modules_dir_for(arch: Arch, given: Option<&Path>, needs_modules: bool) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zstd_only_for_a_kernel_that_builds_its_decompressor_in() {
+        let debian = "CONFIG_RD_GZIP=y\nCONFIG_RD_ZSTD=y\nCONFIG_RD_XZ=y\n";
+        assert_eq!(compression_for_config(Some(debian)), Compression::Zstd);
+        assert_eq!(compression_for_config(Some("CONFIG_RD_GZIP=y\n# CONFIG_RD_ZSTD is not set\n")), Compression::Gzip);
+        assert_eq!(compression_for_config(None), Compression::Gzip, "unknown config: the safe choice");
+        assert_eq!(compression_for_kernel(Some(Path::new("/nonexistent/config"))), Compression::Gzip);
+    }
 
     #[test]
     fn the_modules_tree_is_the_given_one_none_or_the_cached_kernels() {

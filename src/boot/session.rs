@@ -1,22 +1,25 @@
 //! A run of boots: for each planned boot, the image, the QEMU run, the
 //! envelope around the guest's document, and the results file written after
-//! every boot so an interrupted run keeps what it finished.
+//! every boot so an interrupted run keeps what it finished: on Ctrl-C the
+//! file holds exactly the finished boots, the boot in progress is dropped
+//! (said on stderr), the run's scratch files are removed, and the process
+//! exits 130 (see [`crate::boot::interrupt`]).
 
 use crate::boot::image::{self as boot_image, ImageSpec, RESULT_PORT_MODULES};
 use crate::boot::kernels::{resolve_kernels, KernelUnderTest};
 use crate::boot::options::{group_label, parse_mem_mib, parse_variants, RunOptions, Variant};
 use crate::results::{
-    BootInfo, BootRecord, ChannelReport, InitramfsRef, KernelRef, MachineShape, QemuRef, ResultsFile,
+    BootInfo, BootRecord, ChannelReport, InitramfsRef, KeptWorkloads, KernelRef, MachineShape, QemuRef, ResultsFile,
 };
 use crate::suite_choice::{apply_overrides, load_suite};
 use anyhow::{bail, Context};
-use image::Compression;
 use loads::console_protocol::{ALIVE_CMDLINE_KEY, ICOUNT_ALIVE_INTERVAL_S};
 use loads::schema::RunDocument;
 use qemu::accel::{choose, Accel, AccelRequest};
 use qemu::{Arch, BootSpec, Clock, Timeouts};
 use sha2::{Digest, Sha256};
 use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// The image for one kernel, with whether it carries the results port.
@@ -75,9 +78,11 @@ fn prepare_image(
         early_modules: early_modules.to_vec(),
         modules_dir: k.modules_dir.clone(),
         init: None,
-        compression: Compression::Gzip,
+        // zstd starts the guest faster (measured by `bootbench overhead`);
+        // gzip for a kernel without CONFIG_RD_ZSTD.
+        compression: boot_image::compression_for_kernel(k.config.as_deref()),
     };
-    let out = dir.join(format!("initramfs-{}.cpio.gz", &k.image_sha256[..12]));
+    let out = dir.join(format!("initramfs-{}.cpio{}", &k.image_sha256[..12], spec.compression.extension()));
     let built = boot_image::build(&spec, &out)?;
     Ok(PreparedImage { built, port })
 }
@@ -132,7 +137,18 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
         .collect::<Result<Vec<_>, _>>()?;
     let profile = arch.profile();
     let qemu_version = qemu::qemu_version(&profile.qemu_binary)?;
+    crate::boot::interrupt::install()?;
     let work = tempfile::Builder::new().prefix("bootbench-run-").tempdir().context("cannot create a temp dir")?;
+    // What an interrupt says, kept current boot by boot; it also removes the
+    // run's scratch files (initramfs, disk images), which exit would leave.
+    let on_interrupt = Arc::new(Mutex::new("run: interrupted before the first boot; nothing was recorded".to_string()));
+    let _interrupt = {
+        let (say, work) = (on_interrupt.clone(), work.path().to_path_buf());
+        crate::boot::interrupt::on_interrupt(move || {
+            eprintln!("{}", say.lock().unwrap_or_else(PoisonError::into_inner));
+            let _ = std::fs::remove_dir_all(&work);
+        })
+    };
     let mut images = Vec::new();
     for (k, ks) in kernels.iter().zip(&kernel_storage) {
         let img = prepare_image(args, arch, &suite, k, &ks.early_modules, work.path())?;
@@ -174,6 +190,8 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
         let label = group_label(&args.label, variant);
         {
             let index = file.boots.len();
+            *on_interrupt.lock().unwrap_or_else(PoisonError::into_inner) =
+                interrupted_message(index, total, args.output.as_deref(), true);
             let mut attempt = 0;
             let record = loop {
                 let port_file = work.path().join(format!("port-{index}-{attempt}.out"));
@@ -233,16 +251,14 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
                 if let (Some(u), Some((events, doc))) = (&mut uploads, &upload_seen) {
                     u.attach(&mut record, events, doc.as_deref());
                 }
-                let retry = matches!(record.boot.classification.as_str(), "hang" | "panic" | "oops");
+                let retry = retried(&record.boot.classification);
                 eprintln!(
-                    "run: boot {}/{total} (kernel {}{}, round {}): {} in {:.1} s{}",
+                    "run: boot {}/{total} (kernel {}{}, round {}): {}",
                     index + 1,
                     ki + 1,
                     if variant.label.is_empty() { String::new() } else { format!(" variant {}", variant.label) },
                     round + 1,
-                    record.boot.classification,
-                    record.boot.wall_s,
-                    record.boot.detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default()
+                    boot_summary(&record)
                 );
                 if retry && attempt < args.retries {
                     attempt += 1;
@@ -252,15 +268,65 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
                 break record;
             };
             file.boots.push(record);
-            if let Some(out) = &args.output {
-                file.write(out)?;
-            }
+            crate::boot::interrupt::critical(|| {
+                let written = args.output.as_ref().map(|out| file.write(out)).transpose();
+                *on_interrupt.lock().unwrap_or_else(PoisonError::into_inner) =
+                    interrupted_message(file.boots.len(), total, args.output.as_deref(), false);
+                written
+            })?;
         }
     }
     if let Some(u) = uploads {
         u.finish()?;
     }
     Ok(file)
+}
+
+/// What an interrupt says once `finished` boots of `total` are done, and
+/// (`booting`) while the next one runs: that boot is not recorded; the
+/// results file, if any, holds the finished ones.
+fn interrupted_message(finished: usize, total: usize, output: Option<&Path>, booting: bool) -> String {
+    let kept = output.map(|out| format!("; {} holds the {finished} finished boot(s)", out.display()));
+    let kept = kept.unwrap_or_default();
+    if booting {
+        format!("run: interrupted during boot {}/{total}: that boot is not recorded{kept}", finished + 1)
+    } else {
+        format!("run: interrupted after boot {finished}/{total}{kept}")
+    }
+}
+
+/// Whether a boot that ended this way is booted again (up to
+/// `--retries`): the kernel's failures, which may be flaky, and the
+/// appliance's own init panic, which may be a transient bug of ours.
+fn retried(classification: &str) -> bool {
+    matches!(classification, "hang" | "panic" | "boot_failure" | "oops" | "init_panic")
+}
+
+/// How a boot ended, for its line on stderr: the verdict, the wall time,
+/// what failed, and who is to blame when it is not the kernel.
+fn boot_summary(record: &BootRecord) -> String {
+    let b = &record.boot;
+    let mut line = format!("{} in {:.1} s", b.classification, b.wall_s);
+    if let Some(d) = &b.detail {
+        line.push_str(&format!(": {d}"));
+    }
+    if b.classification == "init_panic" {
+        line.push_str(
+            " [appliance failure: bootbench's own init crashed; the kernel is not to blame; please report it]",
+        );
+    }
+    if let Some(late) = &b.late_failure {
+        line.push_str(&format!(" (result kept; late failure {late})"));
+    }
+    if let Some(kept) = &record.workloads_kept {
+        let names: Vec<&str> = kept.workloads.iter().map(|w| w.name.as_str()).collect();
+        line.push_str(&format!(
+            " (finished before the failure, kept beside it: {}{})",
+            if names.is_empty() { "none".to_string() } else { names.join(", ") },
+            if kept.errors.is_empty() { String::new() } else { format!("; {} unreadable", kept.errors.len()) }
+        ));
+    }
+    line
 }
 
 /// Whether an icount boot's cmdline needs the shorter `alive` interval:
@@ -294,6 +360,16 @@ fn channel_reports(console_log: &str, port_file: Option<&Path>) -> Vec<ChannelRe
     out
 }
 
+/// What a boot keeps of its workloads' own result streams: all of them
+/// when the boot's document is missing (it failed mid-suite), none when
+/// the document arrived (they are in it already).
+fn kept_workloads(result: Option<&RunDocument>, streams: &[String]) -> Option<KeptWorkloads> {
+    match result {
+        Some(_) => None,
+        None => KeptWorkloads::parse(streams),
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn envelope(
     args: &RunOptions,
@@ -323,6 +399,7 @@ fn envelope(
         qemu::Classification::Ok => None,
         other => Some(other.to_string()),
     };
+    let workloads_kept = kept_workloads(result.as_ref(), &outcome.workload_results);
     BootRecord {
         label: label.to_string(),
         cmdline: appended(&outcome.argv),
@@ -351,12 +428,14 @@ fn envelope(
             index: index as u32,
             classification: outcome.classification.name().to_string(),
             detail,
+            late_failure: outcome.late_failure.clone(),
             wall_s: outcome.timings.wall.as_secs_f64(),
             to_hello_s: outcome.timings.to_hello.map(|d| d.as_secs_f64()),
             qemu_status: outcome.qemu_status,
         },
         result,
         result_error,
+        workloads_kept,
         channels: Vec::new(),
         upload: None,
         storage: None,
@@ -367,6 +446,72 @@ fn envelope(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn record(classification: &str) -> BootRecord {
+        let mut r = BootRecord::default();
+        r.boot.classification = classification.into();
+        r.boot.wall_s = 5.25;
+        r
+    }
+
+    #[test]
+    fn init_panics_are_retried_and_said_to_be_ours() {
+        for c in ["hang", "panic", "oops", "init_panic"] {
+            assert!(retried(c), "{c}");
+        }
+        for c in ["ok", "qemu_failure", "incomplete"] {
+            assert!(!retried(c), "{c}");
+        }
+        let mut r = record("init_panic");
+        r.boot.detail = Some("init panic: ... at init/src/main.rs:1:2: boom".into());
+        let line = boot_summary(&r);
+        assert!(line.starts_with("init_panic in 5.2 s: init panic"), "{line}");
+        assert!(line.contains("appliance failure") && line.contains("not to blame"), "{line}");
+        let line = boot_summary(&record("panic"));
+        assert!(!line.contains("appliance"), "{line}");
+    }
+
+    #[test]
+    fn the_run_line_tells_late_failures_and_kept_workloads() {
+        let mut r = record("ok");
+        r.boot.late_failure = Some("after the result was complete: hang (silence): x".into());
+        assert!(boot_summary(&r).contains("result kept; late failure after the result was complete: hang"));
+        let mut r = record("panic");
+        let fork = serde_json::to_string(&loads::schema::WorkloadResult { name: "fork".into(), ..Default::default() })
+            .unwrap();
+        r.workloads_kept = kept_workloads(None, &[fork.clone(), "{}".into()]);
+        let line = boot_summary(&r);
+        assert!(line.contains("kept beside it: fork; 1 unreadable"), "{line}");
+        // With the document, the streams are in it already.
+        let doc = RunDocument {
+            schema_version: loads::schema::SCHEMA_VERSION,
+            run_id: "r".into(),
+            status: loads::schema::Status::Complete,
+            errors: vec![],
+            provenance: Default::default(),
+            timings: Default::default(),
+            workloads: vec![],
+        };
+        assert_eq!(kept_workloads(Some(&doc), &[fork]), None);
+        assert_eq!(kept_workloads(None, &[]), None);
+    }
+
+    #[test]
+    fn an_interrupt_says_which_boot_is_lost_and_what_the_file_holds() {
+        let out = Path::new("/r/out.json");
+        assert_eq!(
+            interrupted_message(1, 3, Some(out), true),
+            "run: interrupted during boot 2/3: that boot is not recorded; /r/out.json holds the 1 finished boot(s)"
+        );
+        assert_eq!(
+            interrupted_message(3, 3, Some(out), false),
+            "run: interrupted after boot 3/3; /r/out.json holds the 3 finished boot(s)"
+        );
+        assert_eq!(
+            interrupted_message(0, 1, None, true),
+            "run: interrupted during boot 1/1: that boot is not recorded"
+        );
+    }
 
     #[test]
     fn icount_boots_ask_for_frequent_alive_events_unless_told_otherwise() {

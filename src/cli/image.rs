@@ -30,8 +30,9 @@ pub struct ImageArgs {
     /// Pack this static init instead of building one.
     #[arg(long)]
     pub init: Option<PathBuf>,
-    /// none, gzip or zstd.
-    #[arg(long, default_value = "gzip")]
+    /// none, gzip or zstd (the default: the faster start, as `bootbench
+    /// overhead` measures; the kernel needs CONFIG_RD_ZSTD, else use gzip).
+    #[arg(long, default_value = "zstd")]
     pub compression: String,
     /// Output file.
     #[arg(short, long)]

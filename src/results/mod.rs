@@ -9,7 +9,7 @@ pub mod storage;
 pub mod upload;
 pub mod upload_plan;
 
-use loads::schema::RunDocument;
+use loads::schema::{RunDocument, WorkloadResult};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -122,11 +122,18 @@ pub struct MachineShape {
 pub struct BootInfo {
     /// 0-based boot index within the run.
     pub index: u32,
-    /// ok, panic, oops, hang, qemu_failure or incomplete.
+    /// ok, init_panic (the appliance's own init panicked: a bootbench
+    /// failure, not the kernel's), panic, oops, hang, qemu_failure or
+    /// incomplete.
     pub classification: String,
     /// Details: the panic line, the timeout, what chunks were lost.
     #[serde(default)]
     pub detail: Option<String>,
+    /// What failed after the result was complete (a timeout, a kernel panic
+    /// or oops, the init's own panic), when the verdict is `ok` anyway: the
+    /// result is intact and counts, the failure is recorded beside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_failure: Option<String>,
     /// Host wall time from QEMU start to exit.
     pub wall_s: f64,
     /// Host wall time until the init said hello.
@@ -149,6 +156,43 @@ pub struct ChannelReport {
     /// What was wrong with it, when it was not intact.
     #[serde(default)]
     pub detail: Option<String>,
+}
+
+/// The workloads a failed boot finished before it failed: each one's own
+/// result stream arrived intact although the boot's result document did
+/// not (say the kernel panicked in the second workload). Kept for the
+/// record; never measurements of a boot: the boot stays failed, and
+/// `compare`, `report` and bisect read only [`BootRecord::result`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KeptWorkloads {
+    /// The finished workloads' results, in the order the guest printed them.
+    pub workloads: Vec<WorkloadResult>,
+    /// Workload streams that arrived intact but are not a workload result
+    /// (with why), so that none is dropped silently.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
+}
+
+impl KeptWorkloads {
+    /// Parses the guest's per-workload result streams (JSON texts, in the
+    /// order printed); `None` when there are none.
+    pub fn parse(streams: &[String]) -> Option<KeptWorkloads> {
+        if streams.is_empty() {
+            return None;
+        }
+        let mut kept = KeptWorkloads::default();
+        for (i, text) in streams.iter().enumerate() {
+            match serde_json::from_str::<WorkloadResult>(text) {
+                Ok(w) => kept.workloads.push(w),
+                Err(e) => kept.errors.push(format!(
+                    "workload stream {} of {} is intact but not a workload result: {e}",
+                    i + 1,
+                    streams.len()
+                )),
+            }
+        }
+        Some(kept)
+    }
 }
 
 /// One boot: envelope plus the guest's document.
@@ -174,6 +218,11 @@ pub struct BootRecord {
     /// Why there is no document (or why it was refused).
     #[serde(default)]
     pub result_error: Option<String>,
+    /// When there is no document: the workloads the guest finished before
+    /// the boot failed, from their own result streams. Not a result: the
+    /// boot's classification and `result` are unchanged by them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workloads_kept: Option<KeptWorkloads>,
     /// Each result channel the boot had, and whether it delivered the
     /// stream intact by itself.
     #[serde(default)]
@@ -231,14 +280,23 @@ impl ResultsFile {
         Ok(file)
     }
 
-    /// Writes the file atomically (temp file, then rename), so an
-    /// interrupted write never destroys an earlier complete file.
+    /// Writes the file atomically and durably: a temp file beside it,
+    /// fsync, rename over the old file, fsync of the directory. An
+    /// interrupted write (or a crash, or a power cut) never destroys an
+    /// earlier complete file: the path holds either it or the new one.
     pub fn write(&self, path: &Path) -> Result<(), ResultsFileError> {
+        use std::io::Write;
         let err = |source| ResultsFileError::Write { path: path.into(), source };
         let json = serde_json::to_vec_pretty(self).map_err(|e| err(std::io::Error::other(e)))?;
-        let tmp = path.with_extension("json.partial");
-        std::fs::write(&tmp, json).map_err(err)?;
-        std::fs::rename(&tmp, path).map_err(err)
+        let mut tmp_name = path.as_os_str().to_owned();
+        tmp_name.push(".partial");
+        let tmp = PathBuf::from(tmp_name);
+        let mut f = std::fs::File::create(&tmp).map_err(err)?;
+        f.write_all(&json).and_then(|()| f.sync_all()).map_err(err)?;
+        drop(f);
+        std::fs::rename(&tmp, path).map_err(err)?;
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(err)
     }
 }
 
@@ -261,5 +319,45 @@ mod tests {
         let e = ResultsFile::read(&p).unwrap_err();
         assert!(e.to_string().contains("r.json"), "{e}");
         assert!(matches!(ResultsFile::read(&dir.path().join("missing.json")), Err(ResultsFileError::Read { .. })));
+    }
+
+    #[test]
+    fn write_replaces_the_file_whole_and_leaves_no_temp_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.json");
+        let mut f = ResultsFile::default();
+        for label in ["a", "b"] {
+            f.boots.push(BootRecord { label: label.into(), ..Default::default() });
+            f.write(&p).unwrap();
+            assert_eq!(ResultsFile::read(&p).unwrap(), f);
+        }
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("r.json")]);
+    }
+
+    #[test]
+    fn kept_workloads_keep_every_stream_and_say_which_did_not_parse() {
+        assert_eq!(KeptWorkloads::parse(&[]), None);
+        let fork = serde_json::to_string(&WorkloadResult { name: "fork".into(), ..Default::default() }).unwrap();
+        let kept = KeptWorkloads::parse(&[fork, "{\"name\": 3}".into()]).unwrap();
+        assert_eq!(kept.workloads.len(), 1);
+        assert_eq!(kept.workloads[0].name, "fork");
+        assert_eq!(kept.errors.len(), 1, "a stream that does not parse is recorded, not dropped");
+        assert!(kept.errors[0].contains("workload stream 2 of 2"), "{:?}", kept.errors);
+    }
+
+    #[test]
+    fn late_failure_and_kept_workloads_appear_only_when_there_are_some() {
+        let plain = serde_json::to_value(BootRecord::default()).unwrap();
+        assert!(plain["boot"].get("late_failure").is_none());
+        assert!(plain.get("workloads_kept").is_none());
+        let mut r = BootRecord::default();
+        r.boot.late_failure = Some("after the result was complete: hang (silence)".into());
+        let fork = serde_json::to_string(&WorkloadResult { name: "fork".into(), ..Default::default() }).unwrap();
+        r.workloads_kept = KeptWorkloads::parse(&[fork]);
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["boot"]["late_failure"], "after the result was complete: hang (silence)");
+        assert_eq!(v["workloads_kept"]["workloads"][0]["name"], "fork");
+        assert_eq!(serde_json::from_value::<BootRecord>(v).unwrap(), r);
     }
 }

@@ -2,6 +2,9 @@
 //! workloads each runs, how often and at what size. It must not depend on
 //! the cmdline keys.
 
+// PID 1 runs this module: no panics (see ARCHITECTURE.md, "PID 1").
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 use super::document::{default_seed, default_warmup, Suite, SuiteError, WorkloadSpec};
 
 /// Names of the built-in suites, smallest first.

@@ -3,8 +3,11 @@
 //! applying the overrides to a suite. It must not depend on any workload:
 //! the names it accepts are passed in.
 
+// PID 1 runs this module: no panics (see ARCHITECTURE.md, "PID 1").
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 use super::builtin::BUILTIN_SUITES;
-use super::document::{Suite, SuiteError, WorkloadSpec};
+use super::document::{Suite, SuiteError, WorkloadSpec, LIMITS};
 
 /// Settings from `bootbench.*` kernel cmdline keys.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -71,14 +74,32 @@ pub struct CmdlineConfig {
     pub zram_bytes: Option<u64>,
     /// `bootbench.<workload>.<param>=VALUE` parameter overrides, in order.
     pub params: Vec<(String, String, serde_json::Value)>,
+    /// `bootbench.test_fault=NAME[,NAME...]`: faults to inject, for bootbench's
+    /// own fault-matrix tests only (each one of [`TEST_FAULTS`]). The init
+    /// records every injected fault as an error in the result, so a run
+    /// with one can never pass for a clean measurement.
+    pub test_faults: Vec<String>,
 }
+
+/// The faults `bootbench.test_fault` can inject (test-only; see
+/// ARCHITECTURE.md, "Fault matrix"):
+/// - `kernel-panic`: after the first workload's result is printed, crash
+///   the kernel through /proc/sysrq-trigger;
+/// - `init-panic`: after the first workload, panic inside PID 1;
+/// - `silence`: after the first workload, PID 1 stops printing and sleeps
+///   without end (the host sees a silent guest);
+/// - `segv`: the first workload's child dies of SIGSEGV before it measures;
+/// - `orphans`: the first workload's child leaves a tree of processes that
+///   ignore SIGTERM, in their own session, behind it;
+/// - `late-hang`: a step after the result is printed blocks without end.
+pub const TEST_FAULTS: &[&str] = &["kernel-panic", "init-panic", "silence", "segv", "orphans", "late-hang"];
 
 /// Block schedulers `bootbench.iosched` may name (what blk-mq offers).
 pub const IO_SCHEDULERS: &[&str] = &["none", "mq-deadline", "kyber", "bfq"];
 
 /// Smallest `bootbench.zram`: ten 64 KiB pages, the least swapon takes on
 /// any arch's page size, rounded up to 1 MiB.
-pub const MIN_ZRAM_BYTES: u64 = 1 << 20;
+pub const MIN_ZRAM_BYTES: u64 = LIMITS.zram_bytes.0;
 
 /// The filesystem mounted on the scratch device when
 /// `bootbench.scratch_fs` does not say.
@@ -121,6 +142,7 @@ const KNOWN_KEYS: &[&str] = &[
     "iosched",
     "zram",
     "alive",
+    "test_fault",
 ];
 
 /// How the guest's network interface gets its IPv4 address
@@ -187,15 +209,19 @@ fn bad(key: &str, value: &str, why: &str) -> SuiteError {
     SuiteError::BadValue { key: key.to_string(), value: value.to_string(), why: why.to_string() }
 }
 
-fn parse_num<T>(key: &str, value: &str, min: T) -> Result<T, SuiteError>
+/// A whole number within `range` (inclusive, from [`LIMITS`]).
+fn parse_num<T>(key: &str, value: &str, range: (u64, u64)) -> Result<T, SuiteError>
 where
-    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+    T: TryFrom<u64>,
 {
-    let v: T = value.parse().map_err(|_| bad(key, value, "expected a whole number"))?;
-    if v < min {
-        return Err(bad(key, value, &format!("must be at least {min}")));
+    let v: u64 = value.parse().map_err(|_| bad(key, value, "expected a whole number"))?;
+    if v < range.0 {
+        return Err(bad(key, value, &format!("must be at least {}", range.0)));
     }
-    Ok(v)
+    if v > range.1 {
+        return Err(bad(key, value, &format!("must be at most {}", range.1)));
+    }
+    T::try_from(v).map_err(|_| bad(key, value, "too large"))
 }
 
 /// Cmdline keys whose values are secrets.
@@ -265,14 +291,14 @@ impl CmdlineConfig {
             match key {
                 "suite" => {
                     if !BUILTIN_SUITES.contains(&value) {
-                        return Err(bad(&full, value, "expected one of quick, standard, full"));
+                        return Err(bad(&full, value, &format!("expected one of {}", BUILTIN_SUITES.join(", "))));
                     }
                     cfg.suite = Some(value.to_string());
                 }
-                "iterations" => cfg.iterations = Some(parse_num(&full, value, 1u32)?),
-                "warmup" => cfg.warmup = Some(parse_num(&full, value, 0u32)?),
-                "seed" => cfg.seed = Some(parse_num(&full, value, 0u64)?),
-                "watchdog" => cfg.watchdog_s = Some(parse_num(&full, value, 1u64)?),
+                "iterations" => cfg.iterations = Some(parse_num(&full, value, LIMITS.iterations)?),
+                "warmup" => cfg.warmup = Some(parse_num(&full, value, LIMITS.warmup)?),
+                "seed" => cfg.seed = Some(parse_num(&full, value, (0, u64::MAX))?),
+                "watchdog" => cfg.watchdog_s = Some(parse_num(&full, value, LIMITS.watchdog_s)?),
                 "accel" => {
                     if !ACCEL_MODES.contains(&value) {
                         return Err(bad(&full, value, "expected kvm, tcg, icount or bare-metal"));
@@ -316,20 +342,8 @@ impl CmdlineConfig {
                     }
                     cfg.iface = Some(value.to_string());
                 }
-                "upload_attempts" => {
-                    let n = parse_num(&full, value, 1u32)?;
-                    if n > 20 {
-                        return Err(bad(&full, value, "at most 20 attempts"));
-                    }
-                    cfg.upload_attempts = Some(n);
-                }
-                "upload_timeout" => {
-                    let n = parse_num(&full, value, 1u64)?;
-                    if n > 600 {
-                        return Err(bad(&full, value, "at most 600 seconds"));
-                    }
-                    cfg.upload_timeout_s = Some(n);
-                }
+                "upload_attempts" => cfg.upload_attempts = Some(parse_num(&full, value, LIMITS.upload_attempts)?),
+                "upload_timeout" => cfg.upload_timeout_s = Some(parse_num(&full, value, LIMITS.upload_timeout_s)?),
                 "scratch" => cfg.scratch = Some(parse_block_device(&full, value)?),
                 "swap" => cfg.swap = Some(parse_block_device(&full, value)?),
                 "scratch_fs" => {
@@ -344,20 +358,22 @@ impl CmdlineConfig {
                     }
                     cfg.iosched = Some(value.to_string());
                 }
-                "alive" => {
-                    let n = parse_num(&full, value, crate::console_protocol::MIN_ALIVE_INTERVAL_S)?;
-                    if n > 3600 {
-                        return Err(bad(&full, value, "at most 3600 seconds"));
-                    }
-                    cfg.alive_s = Some(n);
-                }
-                "zram" => cfg.zram_bytes = Some(parse_num(&full, value, MIN_ZRAM_BYTES)?),
+                "alive" => cfg.alive_s = Some(parse_num(&full, value, LIMITS.alive_s)?),
+                "zram" => cfg.zram_bytes = Some(parse_num(&full, value, LIMITS.zram_bytes)?),
                 "modules" => {
                     cfg.load_modules = Some(match value {
                         "1" | "yes" | "on" => true,
                         "0" | "no" | "off" => false,
                         _ => return Err(bad(&full, value, "expected 0 or 1")),
                     })
+                }
+                "test_fault" => {
+                    for f in value.split(',') {
+                        if !TEST_FAULTS.contains(&f) {
+                            return Err(bad(&full, value, &format!("expected one of {}", TEST_FAULTS.join(", "))));
+                        }
+                        cfg.test_faults.push(f.to_string());
+                    }
                 }
                 "workloads" => {
                     let names: Vec<String> = value.split(',').map(str::to_string).collect();

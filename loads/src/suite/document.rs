@@ -3,6 +3,9 @@
 //! hash, and the errors of suites and cmdline overrides. It must not
 //! depend on the built-in suites or on the cmdline keys.
 
+// PID 1 runs this module: no panics (see ARCHITECTURE.md, "PID 1").
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -46,6 +49,18 @@ pub enum SuiteError {
         name: String,
         /// Known workloads, for the message.
         known: String,
+    },
+    /// A number in a suite file outside the range the init accepts.
+    #[error("suite '{suite}': {field} = {value} is out of range ({range})")]
+    OutOfRange {
+        /// Suite name.
+        suite: String,
+        /// The field, e.g. `watchdog_s` or `workloads[2].iterations`.
+        field: String,
+        /// The value given.
+        value: u64,
+        /// The accepted range, for the message.
+        range: String,
     },
     /// A suite with nothing to run.
     #[error("suite '{0}' has no workloads")]
@@ -100,6 +115,38 @@ fn default_iterations() -> u32 {
 pub(super) fn default_warmup() -> u32 {
     1
 }
+/// The inclusive ranges of every number a suite or a `bootbench.*` cmdline
+/// key may set. PID 1 adds, multiplies and sleeps with these values, so each
+/// has an upper bound that keeps that arithmetic far from overflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Watchdog seconds: 1 s to 7 days.
+    pub watchdog_s: (u64, u64),
+    /// Measured iterations per workload.
+    pub iterations: (u64, u64),
+    /// Warmup iterations per workload.
+    pub warmup: (u64, u64),
+    /// Seconds between `alive` events.
+    pub alive_s: (u64, u64),
+    /// Upload attempts in all.
+    pub upload_attempts: (u64, u64),
+    /// Seconds allowed for one upload request.
+    pub upload_timeout_s: (u64, u64),
+    /// zram device bytes: 1 MiB to 1 TiB.
+    pub zram_bytes: (u64, u64),
+}
+
+/// The ranges the init accepts; see [`Limits`].
+pub const LIMITS: Limits = Limits {
+    watchdog_s: (1, 7 * 24 * 3600),
+    iterations: (1, 100_000),
+    warmup: (0, 10_000),
+    alive_s: (crate::console_protocol::MIN_ALIVE_INTERVAL_S, 3600),
+    upload_attempts: (1, 20),
+    upload_timeout_s: (1, 600),
+    zram_bytes: (1 << 20, 1 << 40),
+};
+
 fn default_watchdog() -> u64 {
     1800
 }
@@ -114,14 +161,37 @@ impl Suite {
         Ok(suite)
     }
 
-    /// Checks that the suite names only `workloads` and is not empty.
+    /// Checks that the suite names only `workloads`, is not empty, and
+    /// keeps its numbers within [`LIMITS`] (PID 1 does arithmetic with
+    /// them: an unbounded watchdog overflowed its deadline).
     pub fn validate_for(&self, workloads: &[&str]) -> Result<(), SuiteError> {
         if self.workloads.is_empty() {
             return Err(SuiteError::Empty(self.name.clone()));
         }
-        for w in &self.workloads {
+        let check = |field: String, value: u64, range: (u64, u64)| {
+            if (range.0..=range.1).contains(&value) {
+                Ok(())
+            } else {
+                Err(SuiteError::OutOfRange {
+                    suite: self.name.clone(),
+                    field,
+                    value,
+                    range: format!("{}..={}", range.0, range.1),
+                })
+            }
+        };
+        check("watchdog_s".into(), self.watchdog_s, LIMITS.watchdog_s)?;
+        check("iterations".into(), self.iterations.into(), LIMITS.iterations)?;
+        check("warmup".into(), self.warmup.into(), LIMITS.warmup)?;
+        for (i, w) in self.workloads.iter().enumerate() {
             if !workloads.contains(&w.name.as_str()) {
                 return Err(SuiteError::UnknownWorkload { name: w.name.clone(), known: workloads.join(", ") });
+            }
+            if let Some(n) = w.iterations {
+                check(format!("workloads[{i}].iterations"), n.into(), LIMITS.iterations)?;
+            }
+            if let Some(n) = w.warmup {
+                check(format!("workloads[{i}].warmup"), n.into(), LIMITS.warmup)?;
             }
         }
         Ok(())

@@ -162,3 +162,114 @@ fn suite_file_errors_name_the_file() {
     let e = Suite::from_json("s", r#"{"name":"x","workloads":[{"name":"nope"}]}"#).unwrap_err();
     assert!(e.to_string().contains("nope"));
 }
+
+/// Every numeric cmdline key with the range [`LIMITS`] gives it.
+fn numeric_keys() -> Vec<(&'static str, (u64, u64))> {
+    vec![
+        ("iterations", LIMITS.iterations),
+        ("warmup", LIMITS.warmup),
+        ("seed", (0, u64::MAX)),
+        ("watchdog", LIMITS.watchdog_s),
+        ("upload_attempts", LIMITS.upload_attempts),
+        ("upload_timeout", LIMITS.upload_timeout_s),
+        ("alive", LIMITS.alive_s),
+        ("zram", LIMITS.zram_bytes),
+    ]
+}
+
+/// The cmdline a numeric key needs around it to be legal on its own.
+fn with_companions(key: &str, value: &str) -> String {
+    match key {
+        "upload_attempts" | "upload_timeout" => {
+            format!("bootbench.upload=http://10.0.2.2:8080 bootbench.token=t bootbench.{key}={value}")
+        }
+        _ => format!("bootbench.{key}={value}"),
+    }
+}
+
+/// The value a parsed config holds for `key`.
+fn parsed_value(cfg: &CmdlineConfig, key: &str) -> Option<u64> {
+    match key {
+        "iterations" => cfg.iterations.map(u64::from),
+        "warmup" => cfg.warmup.map(u64::from),
+        "seed" => cfg.seed,
+        "watchdog" => cfg.watchdog_s,
+        "upload_attempts" => cfg.upload_attempts.map(u64::from),
+        "upload_timeout" => cfg.upload_timeout_s,
+        "alive" => cfg.alive_s,
+        "zram" => cfg.zram_bytes,
+        _ => None,
+    }
+}
+
+/// Checks one value of one key: either a clear error naming the key, or a
+/// value inside its range that the suite then accepts.
+fn check_extreme(key: &str, range: (u64, u64), value: &str) {
+    match CmdlineConfig::parse(&with_companions(key, value)) {
+        Ok(cfg) => {
+            let v = parsed_value(&cfg, key).unwrap_or_else(|| panic!("bootbench.{key}={value} parsed to nothing"));
+            assert!((range.0..=range.1).contains(&v), "bootbench.{key}={value} accepted out of {range:?}");
+            assert_eq!(value.parse::<u64>().ok(), Some(v), "bootbench.{key}={value} changed on the way");
+            let suite = cfg.apply(Suite::builtin("quick").unwrap());
+            assert!(suite.is_ok(), "bootbench.{key}={value}: {suite:?}");
+        }
+        Err(SuiteError::BadValue { key: k, why, .. }) => {
+            assert_eq!(k, format!("bootbench.{key}"), "the error names another key");
+            assert!(!why.is_empty());
+            if let Ok(v) = value.parse::<u64>() {
+                assert!(!(range.0..=range.1).contains(&v), "bootbench.{key}={value} refused inside {range:?}: {why}");
+            }
+        }
+        Err(e) => panic!("bootbench.{key}={value}: unexpected error {e}"),
+    }
+}
+
+#[test]
+fn every_numeric_key_at_its_extremes_is_accepted_in_range_or_refused_by_name() {
+    for (key, (lo, hi)) in numeric_keys() {
+        let mut values: Vec<String> =
+            [0, 1, lo, hi, u64::from(u32::MAX), u64::MAX, i64::MAX as u64].iter().map(u64::to_string).collect();
+        values.extend([lo.saturating_sub(1), hi.saturating_add(1)].iter().map(u64::to_string));
+        values.extend(
+            ["-1", "18446744073709551616", "99999999999999999999999", "1e3", "0x10", " 5", "+5"].map(String::from),
+        );
+        for v in &values {
+            check_extreme(key, (lo, hi), v);
+        }
+    }
+    // The value a new user tried (issue 14): refused, not a panic in PID 1.
+    let e = CmdlineConfig::parse("bootbench.watchdog=18446744073709551615 bootbench.workloads=fork").unwrap_err();
+    assert!(e.to_string().contains("must be at most 604800"), "{e}");
+}
+
+proptest::proptest! {
+    #[test]
+    fn any_number_for_any_numeric_key_is_in_range_or_refused(value in proptest::num::u64::ANY, k in 0usize..8) {
+        let keys = numeric_keys();
+        let (key, range) = keys[k % keys.len()];
+        check_extreme(key, range, &value.to_string());
+    }
+}
+
+#[test]
+fn suite_files_out_of_range_are_refused_naming_the_field() {
+    let mut s = Suite::builtin("quick").unwrap();
+    s.watchdog_s = u64::MAX;
+    let e = s.validate().unwrap_err();
+    assert!(e.to_string().contains("watchdog_s = 18446744073709551615 is out of range"), "{e}");
+    let mut s = Suite::builtin("quick").unwrap();
+    s.workloads[0].iterations = Some(0);
+    let e = s.validate().unwrap_err();
+    assert!(e.to_string().contains("workloads[0].iterations = 0"), "{e}");
+    let json = r#"{"name":"x","watchdog_s":0,"workloads":[{"name":"fork"}]}"#;
+    let e = Suite::from_json("x.json", json).unwrap_err();
+    assert!(e.to_string().contains("watchdog_s = 0"), "{e}");
+}
+
+#[test]
+fn test_faults_are_named_and_checked() {
+    let cfg = CmdlineConfig::parse("bootbench.test_fault=segv,orphans").unwrap();
+    assert_eq!(cfg.test_faults, ["segv", "orphans"]);
+    let e = CmdlineConfig::parse("bootbench.test_fault=meltdown").unwrap_err();
+    assert!(e.to_string().contains("bootbench.test_fault") && e.to_string().contains("init-panic"), "{e}");
+}

@@ -41,6 +41,8 @@ pub fn prepare(
 
 /// The suite checks workload names against the names it is given; these
 /// give it this registry's.
+// PID 1 runs these: no panics (see ARCHITECTURE.md, "PID 1").
+#[deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 impl Suite {
     /// Parses a suite file's JSON ([`Suite::from_json_for`] with [`NAMES`]).
     pub fn from_json(name: &str, json: &str) -> Result<Suite, SuiteError> {
@@ -55,6 +57,8 @@ impl Suite {
 }
 
 /// Cmdline overrides, checked against this registry's workload names.
+// PID 1 runs these: no panics (see ARCHITECTURE.md, "PID 1").
+#[deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 impl CmdlineConfig {
     /// Reads every `bootbench.*` word of `cmdline`
     /// ([`CmdlineConfig::parse_for`] with [`NAMES`]).

@@ -6,7 +6,7 @@ use crate::accel::Accel;
 use crate::arch::Arch;
 use crate::cmdline::{CmdlineError, KernelCmdline};
 use crate::outcome::Classification;
-use loads::console_protocol::{encode, event, EVENT_HELLO, EVENT_POWEROFF};
+use loads::console_protocol::{encode, event, StreamKind, EVENT_HELLO, EVENT_POWEROFF};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::thread;
@@ -78,7 +78,7 @@ fn boot_retrying(spec: &BootSpec) -> Result<BootOutcome, RunnerError> {
 }
 
 fn stream(doc: &str) -> String {
-    encode("t", doc).into_iter().map(|l| l + "\n").collect()
+    encode(StreamKind::Result, "t", doc).into_iter().map(|l| l + "\n").collect()
 }
 
 #[test]
@@ -121,7 +121,7 @@ fn panic_is_classified_without_waiting_for_the_total_timeout() {
     assert!(t0.elapsed() < Duration::from_secs(10), "took {:?}", t0.elapsed());
     assert_eq!(
         out.classification,
-        Classification::Panic {
+        Classification::BootFailure {
             line: "[    1.2] Kernel panic - not syncing: VFS: Unable to mount root fs".to_string()
         }
     );
@@ -166,9 +166,26 @@ fn stuck_power_off_with_complete_stream_is_ok() {
 }
 
 #[test]
+fn silence_after_a_complete_result_is_ok_with_the_hang_recorded_beside_it() {
+    // The guest printed its whole result, then hung before power-off (a
+    // late module load or upload stuck): the result is kept, not retried
+    // as a hang.
+    let fake = Fake::new("");
+    let console = fake.text_file("c.txt", &format!("{}\n{}", event(EVENT_HELLO, "x"), stream("{}")));
+    fake.set_script(&format!("cat '{}'\nexec sleep 60", console.display()));
+    let mut spec = fake.spec();
+    spec.timeouts.silence = Duration::from_millis(800);
+    let out = boot_retrying(&spec).unwrap();
+    assert_eq!(out.classification, Classification::Ok, "{out:#?}");
+    assert_eq!(out.document.as_deref(), Some("{}"));
+    let late = out.late_failure.as_deref().unwrap_or_default();
+    assert!(late.contains("hang (silence)") && late.contains("no console output"), "{late}");
+}
+
+#[test]
 fn results_port_repairs_a_damaged_console_stream() {
-    let doc = "p".repeat(900);
-    let lines = encode("t", &doc);
+    let doc = "p".repeat(2 * loads::console_protocol::CHUNK_BYTES + 100);
+    let lines = encode(StreamKind::Result, "t", &doc);
     let fake = Fake::new("");
     let mut partial = format!("{}\n", event(EVENT_HELLO, "x"));
     for (i, l) in lines.iter().enumerate() {
@@ -206,6 +223,48 @@ fn results_port_repairs_a_damaged_console_stream() {
         Classification::Incomplete { detail } => assert!(detail.contains("missing [2]"), "{detail}"),
         other => panic!("expected incomplete, got {other:?}"),
     }
+}
+
+#[test]
+fn workload_results_and_damaged_streams_reach_the_outcome() {
+    // The recorded boot of two workloads, with hackbench's chunk 3 and the
+    // alive event damaged by printk lines landing in them.
+    let recorded = include_str!("../fixtures/streams.txt");
+    let mut console = String::new();
+    for line in recorded.split_inclusive('\n') {
+        let Some(rest) = line.strip_prefix("@@BOOTBENCH ") else {
+            console.push_str(line);
+            continue;
+        };
+        if rest.starts_with("W ") && rest.contains(" 3/5 ") || rest.starts_with("EVENT alive ") {
+            console.push_str(&format!("{}[ 40.1] printk\r\n{}", &line[..60], &line[60..]));
+        } else {
+            console.push_str(line);
+        }
+    }
+    let fake = Fake::new("");
+    let c = fake.text_file("c.txt", &console);
+    fake.set_script(&format!("cat '{}'", c.display()));
+    let out = boot_retrying(&fake.spec()).unwrap();
+    assert_eq!(out.classification, Classification::Ok, "{out:#?}");
+    let doc: loads::schema::RunDocument = serde_json::from_str(out.document.as_deref().unwrap()).unwrap();
+    let fork: loads::schema::WorkloadResult = serde_json::from_str(&out.workload_results[0]).unwrap();
+    assert_eq!((out.workload_results.len(), &fork), (1, &doc.workloads[0]));
+    assert!(
+        out.notes.iter().any(|n| n.starts_with("a workload's result is not kept: workload stream ")
+            && n.ends_with("is incomplete: 0 of 5 chunks missing [], 1 damaged [3]")),
+        "{:?}",
+        out.notes
+    );
+    assert!(
+        out.notes.iter().any(|n| n.starts_with("ignored 1 event lines that fail their checksum")),
+        "{:?}",
+        out.notes
+    );
+    // Serialised without the field (an older outcome), it reads back empty.
+    let mut j = serde_json::to_value(&out).unwrap();
+    j.as_object_mut().unwrap().remove("workload_results");
+    assert!(serde_json::from_value::<BootOutcome>(j).unwrap().workload_results.is_empty());
 }
 
 #[test]

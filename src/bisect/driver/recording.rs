@@ -8,7 +8,7 @@
 use super::wording::fmt_value;
 use crate::bisect::history::{History, HistoryError};
 use crate::bisect::journal::{Event, Journal, JournalError};
-use crate::bisect::lab::{Lab, LabError};
+use crate::bisect::lab::{BootObservation, Lab, LabError};
 use crate::bisect::sequential_test::SequentialTestError;
 use crate::bisect::state::{now, short, BisectState, BootEntry, BuildRecord, BuildStatus, CommitRecord, Mode, Role};
 
@@ -40,10 +40,28 @@ pub enum DriverError {
         /// The last failure.
         last: String,
     },
+    /// The appliance's own init (PID 1) panicked on every try of one boot:
+    /// a bootbench bug, so the commit cannot be judged, and must not be
+    /// blamed.
+    #[error("boot {boot} of {commit}: bootbench's own init (PID 1) panicked {attempts} times in a row ({detail}). This is a bootbench bug, not the kernel's: the commit was not judged and nothing was counted against it. Please report it to bootbench with the boot's console log (the lab keeps it with the commit's results); after a fix, resume")]
+    AppliancePanic {
+        /// 1-based number of the boot in the bisection.
+        boot: usize,
+        /// The commit booted.
+        commit: String,
+        /// Boots tried.
+        attempts: u32,
+        /// The last try's classification in words: where and what.
+        detail: String,
+    },
     /// The state says the bisection is over.
     #[error("the bisection has finished; start a new one to bisect again")]
     Finished,
 }
+
+/// Tries of one boot while the appliance's own init panics: one retry (the
+/// bug may be transient), then the bisection stops.
+pub const APPLIANCE_TRIES: u32 = 2;
 
 /// Drives one bisection over a state, a lab, a history and a journal.
 pub struct Driver<'a, L: Lab, H: History, J: Journal> {
@@ -125,7 +143,7 @@ impl<'a, L: Lab, H: History, J: Journal> Driver<'a, L, H, J> {
     pub(super) fn boot_once(&mut self, commit: &str, role: Role, test: Option<u32>) -> Result<BootEntry, DriverError> {
         let build = self.ensure_built(commit)?;
         let index = self.state.boots.len();
-        let obs = self.lab.boot(commit, &build, index)?;
+        let obs = self.boot_blaming_no_one_for_our_bugs(commit, &build, index)?;
         let mut classification = obs.classification.clone();
         let mut detail = obs.detail.clone();
         let value = if self.state.plan.mode == Mode::Perf && classification == "ok" {
@@ -185,6 +203,44 @@ impl<'a, L: Lab, H: History, J: Journal> Driver<'a, L, H, J> {
         self.state.boots.push(entry.clone());
         self.checkpoint()?;
         Ok(entry)
+    }
+
+    /// Boots once through the lab; when the appliance's own init panicked
+    /// (`init_panic`: a bootbench bug), boots again, up to
+    /// [`APPLIANCE_TRIES`] in all, and then stops the bisection with
+    /// [`DriverError::AppliancePanic`]. Such boots are logged as events but
+    /// never enter the state: they say nothing about the commit, and a
+    /// resumed bisection boots again in their place.
+    fn boot_blaming_no_one_for_our_bugs(
+        &mut self,
+        commit: &str,
+        build: &BuildRecord,
+        index: usize,
+    ) -> Result<BootObservation, DriverError> {
+        let mut attempt = 1;
+        loop {
+            let obs = self.lab.boot(commit, build, index)?;
+            if obs.classification != "init_panic" {
+                return Ok(obs);
+            }
+            let detail = obs.detail.clone().unwrap_or_else(|| "init_panic".into());
+            let message = format!(
+                "boot {} of {}: bootbench's own init panicked (try {attempt} of {APPLIANCE_TRIES}); an appliance failure, not counted against the commit: {detail}",
+                index + 1,
+                short(commit)
+            );
+            let data = serde_json::json!({"boot": index + 1, "commit": commit, "attempt": attempt, "detail": detail});
+            self.event("appliance_failure", Some(commit), message, data)?;
+            if attempt >= APPLIANCE_TRIES {
+                return Err(DriverError::AppliancePanic {
+                    boot: index + 1,
+                    commit: commit.to_string(),
+                    attempts: attempt,
+                    detail,
+                });
+            }
+            attempt += 1;
+        }
     }
 
     pub(super) fn end_of(&self, role: Role) -> (String, &'static str) {

@@ -1,0 +1,306 @@
+//! End-to-end: Ctrl-C (fault case 9). A terminal's Ctrl-C sends SIGINT to
+//! the foreground process group; these tests send it the same way, to the
+//! group of a `bootbench` started as a group leader, while it boots real
+//! kernels. `bootbench run -o` must leave a valid results file holding
+//! exactly the finished boots, kill the QEMU of the boot in progress,
+//! remove its scratch files and exit 130; `bootbench bisect` must leave a
+//! state that `--resume` takes to the same answer.
+
+mod support;
+
+use bootbench::bisect::state::BisectState;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use support::*;
+
+/// Sends SIGINT to the process group `child` leads, as Ctrl-C would.
+fn ctrl_c(child: &Child) {
+    killpg(Pid::from_raw(child.id() as i32), Signal::SIGINT).expect("cannot send SIGINT");
+}
+
+/// Waits for `child` to exit; kills its group and fails after `limit`.
+#[track_caller]
+fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let until = Instant::now() + limit;
+    loop {
+        if let Some(st) = child.try_wait().expect("cannot wait") {
+            return st;
+        }
+        if Instant::now() >= until {
+            let _ = killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+            let _ = child.wait();
+            panic!("bootbench still running {limit:?} after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The pids of `parent`'s children whose command is `comm`.
+fn children_named(parent: u32, comm: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // pid (comm) state ppid ...
+        let Some((head, tail)) = stat.rsplit_once(')') else { continue };
+        let name = head.split_once('(').map(|(_, n)| n).unwrap_or_default();
+        let ppid = tail.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(parent) && name == comm {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Whether `pid` is gone (or a zombie nobody reaped yet).
+fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, t)| t.trim_start().starts_with('Z')),
+    }
+}
+
+/// The `-initrd` path in a process's command line.
+fn initrd_of(pid: u32) -> Option<PathBuf> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<String> = raw.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+    let i = args.iter().position(|a| a == "-initrd")?;
+    args.get(i + 1).map(PathBuf::from)
+}
+
+/// Reads `child`'s stderr on a thread: every line goes to the channel.
+fn stderr_lines(child: &mut Child) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    let err = child.stderr.take().expect("stderr is piped");
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+#[test]
+#[ignore = "boots real kernels under QEMU: run scripts/test"]
+fn ctrl_c_during_a_run_keeps_exactly_the_finished_boots_in_a_valid_file_and_exits_130() {
+    require_x86_64_boot();
+    let _boot = boot_lock();
+    let dir = scratch();
+    let out = dir.path().join("results.json");
+    let t0 = Instant::now();
+    let mut child = bootbench(["run", "--accel", "tcg", "--workloads", "fork", "--iterations", "1", "--warmup", "0"])
+        .args(["--boots", "3", "--append", "bootbench.fork.count=100", "-o"])
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("cannot start bootbench run");
+    let lines = stderr_lines(&mut child);
+    let mut said = Vec::new();
+    let mut take = |limit: Duration, what: &str, f: &dyn Fn(&str) -> bool| loop {
+        match lines.recv_timeout(limit) {
+            Ok(l) => {
+                let hit = f(&l);
+                said.push(l);
+                if hit {
+                    return;
+                }
+            }
+            Err(e) => panic!("no {what} ({e}); bootbench said:\n{}", said.join("\n")),
+        }
+    };
+    take(BOOT_DEADLINE, "'run: boot 1/3' line", &|l| l.starts_with("run: boot 1/3"));
+    assert!(said.last().unwrap().contains(": ok in "), "the first boot must be ok:\n{}", said.join("\n"));
+    // The second boot's QEMU, running: Ctrl-C must end it.
+    let mut qemu = Vec::new();
+    assert!(
+        wait_until(Duration::from_secs(60), || {
+            qemu = children_named(child.id(), "qemu-system-x86");
+            !qemu.is_empty()
+        }),
+        "the second boot's QEMU never started"
+    );
+    let work = initrd_of(qemu[0]).and_then(|p| p.parent().map(Path::to_path_buf)).expect("QEMU's -initrd");
+    assert!(work.is_dir(), "{}", work.display());
+    ctrl_c(&child);
+    let status = wait_exit(&mut child, Duration::from_secs(60));
+    let elapsed = t0.elapsed();
+    while let Ok(l) = lines.recv_timeout(Duration::from_secs(5)) {
+        said.push(l);
+    }
+    let said = said.join("\n");
+    assert_eq!(status.code(), Some(130), "exit status after Ctrl-C ({status}):\n{said}");
+    // Exactly the boots it reported finished, in a file that reads back.
+    let finished = said.lines().filter(|l| l.starts_with("run: boot ")).count();
+    assert_eq!(finished, 1, "{said}");
+    let file = bootbench::results::ResultsFile::read(&out).unwrap_or_else(|e| panic!("{e:#}\n{said}"));
+    assert_eq!(file.boots.len(), finished, "{said}");
+    assert_eq!(file.boots[0].boot.classification, "ok");
+    assert!(file.boots[0].result.is_some());
+    assert!(
+        said.contains(&format!(
+            "run: interrupted during boot 2/3: that boot is not recorded; {} holds the 1 finished boot(s)",
+            out.display()
+        )),
+        "{said}"
+    );
+    // Nothing half-written beside it, no QEMU left, no scratch files left.
+    let names: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, ["results.json"]);
+    assert!(wait_until(Duration::from_secs(10), || qemu.iter().all(|p| gone(*p))), "QEMU {qemu:?} outlived bootbench");
+    assert!(!work.exists(), "the run's scratch directory {} was left behind", work.display());
+    eprintln!("run interrupted after its first boot: {elapsed:.1?} in all");
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git").arg("-C").arg(dir).args(args).output().expect("cannot run git");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+#[ignore = "boots real kernels under QEMU: run scripts/test"]
+fn ctrl_c_during_a_bisection_leaves_a_state_that_resumes_to_the_same_answer() {
+    let kernel = require_x86_64_boot();
+    let _boot = boot_lock();
+    require_program("git");
+    let dir = scratch();
+    let tree = dir.path().join("tree");
+    // Boot mode, c0 … c4: from c3 on the kernel finds no init and panics.
+    std::fs::create_dir_all(&tree).unwrap();
+    git(&tree, &["init", "-q", "-b", "main"]);
+    git(&tree, &["config", "user.email", "interrupt-test@example.invalid"]);
+    git(&tree, &["config", "user.name", "interrupt test"]);
+    std::fs::write(tree.join(".gitignore"), "out/\n").unwrap();
+    let mut shas = Vec::new();
+    for i in 0..=4 {
+        let cmdline = if i >= 3 { "rdinit=/nonexistent" } else { "" };
+        std::fs::write(tree.join("cmdline"), format!("{cmdline}\n")).unwrap();
+        std::fs::write(tree.join("version"), format!("{i}\n")).unwrap();
+        git(&tree, &["add", "-A"]);
+        git(&tree, &["commit", "-q", "-m", &format!("c{i}")]);
+        shas.push(git(&tree, &["rev-parse", "HEAD"]));
+    }
+    let build = format!(
+        "mkdir -p out && cp '{}' out/bzImage && cp '{}' out/.config && cp cmdline out/cmdline",
+        kernel.image().display(),
+        kernel.config().display()
+    );
+    let state = dir.path().join("bisect/state.json");
+    let mut args: Vec<String> = [
+        "bisect",
+        "--tree",
+        tree.to_str().unwrap(),
+        "--good",
+        &shas[0],
+        "--bad",
+        &shas[4],
+        "--build",
+        &build,
+        "--kernel-image",
+        "out/bzImage",
+        "--kernel-config",
+        "out/.config",
+        "--append-file",
+        "out/cmdline",
+        "--mode",
+        "boot",
+        "--boot-tries",
+        "1",
+        "--workloads",
+        "fork",
+        "--iterations",
+        "1",
+        "--warmup",
+        "0",
+        "--append",
+        "bootbench.fork.count=10",
+        "--state",
+        state.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let boots = |p: &Path| BisectState::load(p).map(|s| s.boots.len()).unwrap_or(0);
+
+    let t0 = Instant::now();
+    let mut child = Command::new(bootbench_bin())
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("cannot start bootbench bisect");
+    let lines = stderr_lines(&mut child);
+    let mut said = Vec::new();
+    // Both ends measured: interrupt the bisection in its first step.
+    let deadline = Instant::now() + BOOT_DEADLINE;
+    while boots(&state) < 2 {
+        while let Ok(l) = lines.try_recv() {
+            said.push(l);
+        }
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("bootbench bisect ended early ({st}):\n{}", said.join("\n"));
+        }
+        assert!(Instant::now() < deadline, "no progress:\n{}", said.join("\n"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    ctrl_c(&child);
+    let status = wait_exit(&mut child, Duration::from_secs(60));
+    let first = t0.elapsed();
+    while let Ok(l) = lines.recv_timeout(Duration::from_secs(5)) {
+        said.push(l);
+    }
+    let said = said.join("\n");
+    assert_eq!(status.code(), Some(130), "exit status after Ctrl-C ({status}):\n{said}");
+    let kept = BisectState::load(&state).unwrap_or_else(|e| panic!("the state does not load ({e:#}):\n{said}"));
+    assert!(kept.boots.len() >= 2, "{said}");
+    assert!(said.contains("interrupted:") && said.contains("--resume --state"), "{said}");
+    // The log ends with the interruption; the tree is back on its branch;
+    // no temp file of a cut state write is left.
+    let log = std::fs::read_to_string(dir.path().join("bisect/log.jsonl")).unwrap();
+    let last: serde_json::Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+    assert_eq!(last["kind"], "interrupted", "{log}");
+    assert_eq!(git(&tree, &["symbolic-ref", "--short", "HEAD"]), "main");
+    let strays: Vec<String> = std::fs::read_dir(dir.path().join("bisect"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".tmp"))
+        .collect();
+    assert!(strays.is_empty(), "{strays:?}");
+
+    args.push("--resume".into());
+    let t1 = Instant::now();
+    let resumed = run_with_deadline(
+        {
+            let mut c = Command::new(bootbench_bin());
+            c.args(&args);
+            c
+        },
+        BOOT_DEADLINE,
+    );
+    let second = t1.elapsed();
+    assert_eq!(resumed.code(), Some(0), "the resumed bisection did not confirm a culprit:\n{}", resumed.transcript());
+    let done = BisectState::load(&state).unwrap();
+    match &done.outcome {
+        Some(bootbench::bisect::state::Outcome::Confirmed { culprit, parent }) => {
+            assert_eq!((culprit, parent), (&shas[3], &shas[2]), "{}", resumed.transcript());
+        }
+        other => panic!("expected a confirmed culprit, got {other:?}\n{}", resumed.transcript()),
+    }
+    // The boots from before the interruption were kept, not redone.
+    assert_eq!(done.boots[..kept.boots.len()], kept.boots[..]);
+    eprintln!("bisect: interrupted after {first:.1?}, resumed to the end in {second:.1?}");
+}
