@@ -200,6 +200,18 @@ fn run_suite(
             });
             continue;
         }
+        if let Some(signal) = signals::stop_requested() {
+            let reason = format!("stopped by signal {signal} before workload {}", spec.name);
+            say(&reason);
+            doc.workloads.push(WorkloadResult {
+                name: spec.name.clone(),
+                params: spec.params.clone(),
+                error: Some(format!("not run: {reason}")),
+                ..Default::default()
+            });
+            stopped = Some(reason);
+            continue;
+        }
         if doc.timings.first_workload_s.is_none() {
             doc.timings.first_workload_s = Some(boottime_s());
         }

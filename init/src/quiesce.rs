@@ -14,8 +14,9 @@ use nix::sys::signalfd::SignalFd;
 use nix::unistd::Pid;
 use std::time::{Duration, Instant};
 
-/// How long processes get to die after SIGKILL before they are reported.
-pub const KILL_WAIT: Duration = Duration::from_secs(5);
+/// How long processes get to die after SIGKILL before they are reported
+/// (a large memory load takes a while to free its pages under TCG).
+pub const KILL_WAIT: Duration = Duration::from_secs(20);
 
 /// What the clean-up after one workload found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -54,8 +55,11 @@ impl Quiesced {
 /// Kills and reaps every process but PID 1, waiting at most [`KILL_WAIT`].
 pub fn after_workload(sfd: Option<&SignalFd>) -> Quiesced {
     signals::reap_all();
-    let killed: Vec<ProcessInfo> = userspace_processes().into_iter().filter(|p| p.state != "Z").collect();
-    if killed.is_empty() && !signals::any_children() {
+    // A process already dying of SIGKILL (a load its workload killed on the
+    // way out) was not left behind; it only gets time to go.
+    let killed: Vec<ProcessInfo> =
+        userspace_processes().into_iter().filter(|p| p.state != "Z" && !p.kill_pending).collect();
+    if killed.is_empty() && !signals::any_children() && userspace_processes().is_empty() {
         return Quiesced::default();
     }
     let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);

@@ -8,6 +8,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 /// Errors while setting up signal handling.
@@ -28,13 +29,30 @@ pub fn block_all() -> Result<SignalFd, SignalError> {
     SignalFd::with_flags(&all, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).map_err(SignalError::SignalFd)
 }
 
+/// The signals that ask PID 1 to stop the run.
+pub const STOP_SIGNALS: [i32; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGPWR];
+
+/// The first stop signal any [`drain`] read, 0 for none: whoever drains
+/// the signalfd (a bounded step's wait, the clean-up between workloads),
+/// the run loop sees the request.
+static STOP_REQUESTED: AtomicI32 = AtomicI32::new(0);
+
+/// The stop signal received so far, if any.
+pub fn stop_requested() -> Option<i32> {
+    Some(STOP_REQUESTED.load(Ordering::SeqCst)).filter(|&s| s != 0)
+}
+
 /// Drains pending signals from `sfd`; returns the ones seen other than
-/// SIGCHLD (SIGCHLD only means "reap").
+/// SIGCHLD (SIGCHLD only means "reap"). A stop signal is also remembered
+/// for [`stop_requested`].
 pub fn drain(sfd: &SignalFd) -> Vec<i32> {
     let mut seen = Vec::new();
     while let Ok(Some(info)) = sfd.read_signal() {
         let signo = info.ssi_signo as i32;
         if signo != libc::SIGCHLD {
+            if STOP_SIGNALS.contains(&signo) {
+                let _ = STOP_REQUESTED.compare_exchange(0, signo, Ordering::SeqCst, Ordering::SeqCst);
+            }
             seen.push(signo);
         }
     }
@@ -70,8 +88,8 @@ pub fn reset_for_child() {
 /// A poll timeout of at least `d`: rounded up to whole milliseconds, so a
 /// wait for a deadline never returns just before it and spins.
 pub fn poll_timeout(d: Duration) -> PollTimeout {
-    let ms = d.as_micros().div_ceil(1000);
-    PollTimeout::try_from(u16::try_from(ms).map(i32::from).unwrap_or(i32::MAX)).unwrap_or(PollTimeout::MAX)
+    let ms = i32::try_from(d.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
+    PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)
 }
 
 /// Sleeps until a signal arrives on `sfd` or `limit` passes (50 ms steps
@@ -130,6 +148,10 @@ mod tests {
         assert_eq!(poll_timeout(Duration::from_micros(999)), PollTimeout::try_from(1).unwrap());
         assert_eq!(poll_timeout(Duration::from_micros(1001)), PollTimeout::try_from(2).unwrap());
         assert_eq!(poll_timeout(Duration::ZERO), PollTimeout::ZERO);
+        // Long waits stay what they are (a late step's 180 s bound, a
+        // 3600 s alive interval), not "forever".
+        assert_eq!(poll_timeout(Duration::from_secs(70)), PollTimeout::try_from(70_000).unwrap());
+        assert_eq!(poll_timeout(Duration::from_secs(3600)), PollTimeout::try_from(3_600_000).unwrap());
         assert_eq!(poll_timeout(Duration::from_secs(u64::MAX)), PollTimeout::MAX);
     }
 }

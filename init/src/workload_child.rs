@@ -206,7 +206,7 @@ pub fn run(
             eof = drain_pipe(&mut rx, &mut json);
         }
         for signo in signals::drain(sfd) {
-            if [libc::SIGTERM, libc::SIGINT, libc::SIGPWR].contains(&signo) {
+            if signals::STOP_SIGNALS.contains(&signo) {
                 let _ = kill(child, Signal::SIGKILL);
                 return Err(ChildError::Stopped { workload, signal: signo });
             }

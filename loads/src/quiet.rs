@@ -51,12 +51,26 @@ pub struct ProcessInfo {
     pub state: String,
     /// The kernel function it sleeps in, when /proc says.
     pub wchan: String,
+    /// Whether SIGKILL is already pending for it (it is dying).
+    pub kill_pending: bool,
 }
 
 impl std::fmt::Display for ProcessInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "pid {} ({}) state {} wchan {}", self.pid, self.comm, self.state, self.wchan)
     }
+}
+
+/// Whether SIGKILL is pending for `pid`, to it or its thread group
+/// (`SigPnd`/`ShdPnd` of /proc/PID/status).
+fn kill_pending(pid: i32) -> bool {
+    let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
+    let sigkill_bit = 1u64 << (libc::SIGKILL - 1);
+    status
+        .lines()
+        .filter_map(|l| l.strip_prefix("SigPnd:").or_else(|| l.strip_prefix("ShdPnd:")))
+        .filter_map(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .any(|mask| mask & sigkill_bit != 0)
 }
 
 /// Every userspace process but PID 1 (kernel threads left out). Never
@@ -82,6 +96,7 @@ pub fn userspace_processes() -> Vec<ProcessInfo> {
             comm,
             state: f.first().map(|s| s.to_string()).unwrap_or_default(),
             wchan: fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default().trim().to_string(),
+            kill_pending: kill_pending(pid),
         });
     }
     out.sort_by_key(|p| p.pid);
@@ -136,6 +151,7 @@ mod tests {
         let me = seen.iter().find(|p| p.pid == pid).unwrap_or_else(|| panic!("{pid} not in {seen:?}"));
         assert_eq!(me.comm, "sleep");
         assert!(["S", "R"].contains(&me.state.as_str()), "{me}");
+        assert!(!me.kill_pending, "{me:?}");
         assert!(seen.iter().all(|p| p.pid != 1));
     }
 

@@ -419,6 +419,15 @@ fn read_console(log: &str, document: Option<&str>) -> (ConsoleOrder, Option<Init
             }
             _ => {}
         }
+        // A line of PID 1's after a std panic report proves PID 1 outlived
+        // it: the report was a child's (a workload's, or a late step's),
+        // and the kernel's later "Attempted to kill init" is not its doing.
+        if std_panic.as_ref().is_some_and(|(at, _)| *at < i)
+            && (line.contains(MARKER) || line.trim_start().starts_with("bootbench:"))
+        {
+            std_panic = None;
+            awaiting_message = 0;
+        }
         if order.kernel_panic.is_none() {
             if let Some((location, message)) = std_panic_line(line) {
                 awaiting_message = if message.is_some() { 0 } else { 3 };
@@ -441,7 +450,8 @@ fn read_console(log: &str, document: Option<&str>) -> (ConsoleOrder, Option<Init
             Some(KernelMessage::Panic) if order.kernel_panic.is_none() => {
                 order.kernel_panic = Some(i);
                 if line.contains("Attempted to kill init") {
-                    old_style = std_panic.take();
+                    // Ordered by the kernel's line: PID 1 died there.
+                    old_style = std_panic.take().map(|(_, report)| (i, report));
                 }
             }
             Some(KernelMessage::Oops) if order.oops.len() < MAX_KERNEL_ERRORS => {
@@ -660,7 +670,7 @@ mod opt_secs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use loads::console_protocol::{encode, event, EVENT_HELLO, EVENT_POWEROFF};
+    use loads::console_protocol::{encode, event, EVENT_ALIVE, EVENT_HELLO, EVENT_POWEROFF};
 
     const PANIC: &str = include_str!("fixtures/panic.txt");
     const OOPS: &str = include_str!("fixtures/oops.txt");
@@ -820,6 +830,15 @@ mod tests {
             event(EVENT_HELLO, "x")
         );
         assert_eq!(verdict(&child, exited(0)).name(), "panic");
+        // A workload's panic, then PID 1 carrying on (its lines), then the
+        // kernel killing init much later: the kernel's panic, not ours.
+        let later = format!(
+            "{}\nthread 'main' (212) panicked at loads/src/fork.rs:1:1:\nchild\nbootbench: workload fork failed: x\n\
+             {}\n[ 90.0] Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b\n",
+            event(EVENT_HELLO, "x"),
+            event(EVENT_ALIVE, "workload=hackbench elapsed_s=60")
+        );
+        assert_eq!(verdict(&later, exited(0)).name(), "panic", "a child's panic was taken for PID 1's");
     }
 
     #[test]
