@@ -14,20 +14,10 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::git;
 
 /// The knob the bad commits add: a real slowdown of the kernel's fork path.
 const SLOW_FORK: &str = "ftrace=function_graph ftrace_graph_filter=copy_process";
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git").arg("-C").arg(dir).args(args).output().expect("cannot run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 /// c0 … c8; commits from `culprit` on carry the slow-fork knob.
 fn synthetic_history(tree: &Path, culprit: usize) -> Vec<String> {
@@ -68,11 +58,7 @@ fn bisect_names_and_confirms_the_commit_that_slows_fork_and_resumes_after_a_kill
     let tree = dir.path().join("tree");
     let culprit = 5;
     let shas = synthetic_history(&tree, culprit);
-    let build = format!(
-        "mkdir -p out && cp '{}' out/bzImage && cp '{}' out/.config && cp cmdline out/cmdline",
-        kernel.image().display(),
-        kernel.config().display()
-    );
+    let build = support::copy_kernel_build(&kernel);
     let state = dir.path().join("bisect/state.json");
     let report = dir.path().join("report");
     let mut args: Vec<String> = [
@@ -203,29 +189,10 @@ fn git_bisect_run_with_bisect_run_finds_the_commit_that_makes_the_kernel_panic()
     support::require_program("git");
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("tree");
-    // From c3 on the cmdline names an init that does not exist: the kernel
-    // finds no init and no root file system, and panics.
-    std::fs::create_dir_all(&tree).unwrap();
-    git(&tree, &["init", "-q", "-b", "main"]);
-    git(&tree, &["config", "user.email", "bisect-test@example.invalid"]);
-    git(&tree, &["config", "user.name", "bisect test"]);
-    std::fs::write(tree.join(".gitignore"), "out/\n").unwrap();
-    let mut shas = Vec::new();
-    for i in 0..=4 {
-        let cmdline = if i >= 3 { "rdinit=/nonexistent" } else { "" };
-        std::fs::write(tree.join("cmdline"), format!("{cmdline}\n")).unwrap();
-        // Every commit changes something, so none is empty.
-        std::fs::write(tree.join("version"), format!("{i}\n")).unwrap();
-        git(&tree, &["add", "-A"]);
-        git(&tree, &["commit", "-q", "-m", &format!("c{i}")]);
-        shas.push(git(&tree, &["rev-parse", "HEAD"]));
-    }
+    // c0 … c4: from c3 on the kernel finds no init and panics.
+    let shas = support::no_init_history(&tree);
     git(&tree, &["bisect", "start", &shas[4], &shas[0]]);
-    let build = format!(
-        "mkdir -p out && cp '{}' out/bzImage && cp '{}' out/.config && cp cmdline out/cmdline",
-        kernel.image().display(),
-        kernel.config().display()
-    );
+    let build = support::copy_kernel_build(&kernel);
     let out = Command::new("git")
         .arg("-C")
         .arg(&tree)

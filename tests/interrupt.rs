@@ -163,12 +163,6 @@ fn ctrl_c_during_a_run_keeps_exactly_the_finished_boots_in_a_valid_file_and_exit
     eprintln!("run interrupted after its first boot: {elapsed:.1?} in all");
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git").arg("-C").arg(dir).args(args).output().expect("cannot run git");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 #[test]
 #[ignore = "boots real kernels under QEMU: run scripts/test"]
 fn ctrl_c_during_a_bisection_leaves_a_state_that_resumes_to_the_same_answer() {
@@ -177,26 +171,9 @@ fn ctrl_c_during_a_bisection_leaves_a_state_that_resumes_to_the_same_answer() {
     require_program("git");
     let dir = scratch();
     let tree = dir.path().join("tree");
-    // Boot mode, c0 … c4: from c3 on the kernel finds no init and panics.
-    std::fs::create_dir_all(&tree).unwrap();
-    git(&tree, &["init", "-q", "-b", "main"]);
-    git(&tree, &["config", "user.email", "interrupt-test@example.invalid"]);
-    git(&tree, &["config", "user.name", "interrupt test"]);
-    std::fs::write(tree.join(".gitignore"), "out/\n").unwrap();
-    let mut shas = Vec::new();
-    for i in 0..=4 {
-        let cmdline = if i >= 3 { "rdinit=/nonexistent" } else { "" };
-        std::fs::write(tree.join("cmdline"), format!("{cmdline}\n")).unwrap();
-        std::fs::write(tree.join("version"), format!("{i}\n")).unwrap();
-        git(&tree, &["add", "-A"]);
-        git(&tree, &["commit", "-q", "-m", &format!("c{i}")]);
-        shas.push(git(&tree, &["rev-parse", "HEAD"]));
-    }
-    let build = format!(
-        "mkdir -p out && cp '{}' out/bzImage && cp '{}' out/.config && cp cmdline out/cmdline",
-        kernel.image().display(),
-        kernel.config().display()
-    );
+    // c0 … c4: from c3 on the kernel finds no init and panics.
+    let shas = support::no_init_history(&tree);
+    let build = support::copy_kernel_build(&kernel);
     let state = dir.path().join("bisect/state.json");
     let mut args: Vec<String> = [
         "bisect",

@@ -234,3 +234,49 @@ pub fn scratch() -> tempfile::TempDir {
 
 /// Shapes of JSON documents for snapshot tests.
 pub mod json_shape;
+
+/// Runs git in `dir` and returns its stdout, trimmed; fails the test, with
+/// git's output, when git fails.
+#[track_caller]
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git").arg("-C").arg(dir).args(args).output().expect("cannot run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A git tree at `tree` with commits c0 … c4 on `main`; from c3 on its
+/// `cmdline` file names an init that does not exist, so a kernel booted
+/// with it finds no init and panics. Returns the commits' shas.
+pub fn no_init_history(tree: &Path) -> Vec<String> {
+    std::fs::create_dir_all(tree).unwrap();
+    git(tree, &["init", "-q", "-b", "main"]);
+    git(tree, &["config", "user.email", "bootbench-test@example.invalid"]);
+    git(tree, &["config", "user.name", "bootbench test"]);
+    std::fs::write(tree.join(".gitignore"), "out/\n").unwrap();
+    let mut shas = Vec::new();
+    for i in 0..=4 {
+        let cmdline = if i >= 3 { "rdinit=/nonexistent" } else { "" };
+        std::fs::write(tree.join("cmdline"), format!("{cmdline}\n")).unwrap();
+        // Every commit changes something, so none is empty.
+        std::fs::write(tree.join("version"), format!("{i}\n")).unwrap();
+        git(tree, &["add", "-A"]);
+        git(tree, &["commit", "-q", "-m", &format!("c{i}")]);
+        shas.push(git(tree, &["rev-parse", "HEAD"]));
+    }
+    shas
+}
+
+/// A `--build` command for [`no_init_history`]'s tree: the cached kernel
+/// `k` copied into `out/` with the tree's `cmdline`.
+pub fn copy_kernel_build(k: &FetchedKernel) -> String {
+    format!(
+        "mkdir -p out && cp '{}' out/bzImage && cp '{}' out/.config && cp cmdline out/cmdline",
+        k.image().display(),
+        k.config().display()
+    )
+}
