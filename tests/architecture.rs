@@ -179,6 +179,15 @@ fn every_module_pid1_runs_denies_the_panicking_lints() {
     for m in ["suite", "runner", "console_protocol", "quiet"] {
         assert!(named.iter().any(|n| n == m), "the init names loads::{m}, not found in {named:?}");
     }
+    // Modules reached only through others are followed (the runner's
+    // system counters), the registry and the applets are not.
+    let reached = pid1_lints::loads_modules_reached(root);
+    for m in ["system_counters", "error_chain", "schema"] {
+        assert!(reached.iter().any(|n| n == m), "loads::{m} is reached from the init, not found in {reached:?}");
+    }
+    for m in ["workloads", "applets", "compiler"] {
+        assert!(!reached.iter().any(|n| n == m), "loads::{m} is not PID 1's: {reached:?}");
+    }
     let attr = "#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]";
     assert!(pid1_lints::missing_lints(attr, false).is_empty());
     assert_eq!(pid1_lints::missing_lints(&attr.replace(", clippy::panic", ""), false), ["clippy::panic"]);

@@ -12,8 +12,8 @@
 //! damaged console stream in qemu's console_protocol and console_scan unit
 //! tests; an upload server that fails then recovers in tests/upload.rs.
 //! The default tier has the quick cases; the silent guest, which waits out
-//! a timeout, is in the long tier with a short one set here. The OOM case
-//! (mem_load without swap) has no test yet.
+//! a timeout, and the OOM killer under mem_load (a guest without swap) are
+//! in the long tier.
 
 mod support;
 
@@ -176,4 +176,67 @@ fn long_tier_a_silent_guest_is_a_hang_and_a_users_panic_0_is_refused() {
     assert!(run.stderr.contains("'panic' is already set"), "{}", run.transcript());
     assert!(!out.exists(), "a refused run wrote a results file");
     eprintln!("fault-matrix: 3b panic=0 from the user | refused before booting | exit {:?}", run.status.code());
+}
+
+#[test]
+#[ignore = "long tier: run scripts/test --long"]
+fn long_tier_the_oom_killer_under_mem_load_fails_that_row_only() {
+    // Case 5: mem_load touches 110% of RAM in a guest without swap, so the
+    // OOM killer takes its worker (it has the highest OOM score; PID 1 has
+    // the lowest). The lead time is long enough for two passes at the
+    // mapping before the build starts; past `max_oom_kills` the row fails
+    // as the README documents, and the other row, the workload and the
+    // boot stay.
+    support::require_x86_64_boot();
+    let _lock = support::boot_lock();
+    let dir = support::scratch();
+    let suite = dir.path().join("oom-suite.json");
+    let json = serde_json::json!({
+        "name": "contest-oom", "iterations": 1, "warmup": 0, "watchdog_s": 900,
+        "workloads": [{"name": "contest", "params": {
+            "rows": ["no_load", "mem_load"], "files": 20, "lead_s": 8.0, "max_oom_kills": 1
+        }}]
+    });
+    std::fs::write(&suite, serde_json::to_vec(&json).unwrap()).unwrap();
+    let out = dir.path().join("oom.json");
+    let run = support::run_bootbench(
+        [
+            "run",
+            "--accel",
+            "tcg",
+            "--mem",
+            "256M",
+            "--swap",
+            "none",
+            "--suite",
+            suite.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        support::BOOT_DEADLINE,
+    );
+    // A row with an error makes the result incomplete: exit 2, as the
+    // README documents, with the results file written.
+    assert_eq!(run.status.code(), Some(2), "{}", run.transcript());
+    let b = support::only_boot(&out, &run);
+    assert_eq!(b.boot.classification, "ok", "{:?}\n{}", b.boot.detail, run.transcript());
+    let doc = b.result.as_ref().expect("no document");
+    let contest = &doc.workloads[0];
+    assert_eq!(contest.error, None, "the workload was lost, not the row");
+    let it = contest.iterations.first().unwrap_or_else(|| panic!("no iteration: {:?}", contest.error));
+    assert!(
+        it.errors
+            .iter()
+            .any(|e| e.starts_with("mem_load") && e.contains("the OOM killer took the worker 2 times (limit 1)")),
+        "mem_load's row did not fail on OOM kills: {:?}",
+        it.errors
+    );
+    assert_eq!(it.errors.len(), 1, "{:?}", it.errors);
+    assert!(it.metrics.contains_key("time_no_load"), "no_load's row was lost: {:?}", it.metrics.keys());
+    assert!(!it.metrics.contains_key("time_mem_load"), "the failed row still has a time: {:?}", it.metrics.keys());
+    let rows = it.detail["rows"].as_array().expect("detail.rows");
+    let mem_row = rows.iter().find(|r| r["row"] == "mem_load").expect("mem_load's row detail");
+    assert_eq!(mem_row["vmstat"]["oom_kill"], 2, "the kernel's count of OOM kills in the row: {mem_row}");
+    assert!(b.console_log.contains("Out of memory: Killed process"), "no OOM kill on the console");
+    report("5 OOM killer under mem_load", &b, "every other row; mem_load row fails, kills counted", &run);
 }

@@ -247,7 +247,13 @@ fn run_suite(
                 stopped = Some(format!("processes of workload {} could not be killed", spec.name));
             }
         }
-        match serde_json::to_string(&result) {
+        // The next workload starts on an empty work directory.
+        if let Err(e) = system_setup::fresh_work_dir() {
+            let msg = format!("after workload {}: {}", spec.name, error_chain(&e));
+            say(&msg);
+            push_error(doc, "teardown", msg);
+        }
+        match runner::workload_stream_json(index + 1, &result) {
             Ok(json) => result_channels::emit_console(&result_channels::frame(Stream::Workload, &doc.run_id, &json)),
             Err(e) => say(&format!("workload {}: cannot serialise its result: {e}", spec.name)),
         }

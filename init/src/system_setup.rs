@@ -33,6 +33,17 @@ pub enum SetupError {
     /// /dev/console could not be opened for fds 0-2.
     #[error("cannot open /dev/console for stdin/stdout/stderr")]
     Console(#[source] std::io::Error),
+    /// The work directory's tmpfs could not be replaced by an empty one.
+    #[error("cannot replace the tmpfs on {target} with an empty one ({step})")]
+    FreshTmpfs {
+        /// Mount point.
+        target: String,
+        /// `unmount` or `mount`.
+        step: &'static str,
+        /// errno.
+        #[source]
+        source: nix::Error,
+    },
     /// oom_score_adj could not be written.
     #[error("cannot write {path}")]
     OomScore {
@@ -62,6 +73,29 @@ pub const MOUNTS: &[MountRow] = &[
 
 /// The directory workloads write into.
 pub const WORK_DIR: &str = "/work";
+
+/// Gives [`WORK_DIR`] an empty tmpfs, so no workload starts among the
+/// files of the one before, nor with the memory they held. Called after
+/// every workload, once its processes are gone. The old tmpfs is detached
+/// (`MNT_DETACH`: no traversal, no I/O, nothing to block on) and freed when
+/// its last user is; a new one is mounted in its place.
+pub fn fresh_work_dir() -> Result<(), SetupError> {
+    let row = MOUNTS.iter().find(|r| r.1 == WORK_DIR).copied();
+    let (_, _, _, flags, data) = row.unwrap_or(("tmpfs", WORK_DIR, "tmpfs", MsFlags::empty(), ""));
+    fresh_tmpfs(Path::new(WORK_DIR), flags, data)
+}
+
+/// Replaces the tmpfs on `target` with an empty one mounted with `flags`
+/// and `data`; if `target` is not a mount point, just mounts one there.
+fn fresh_tmpfs(target: &Path, flags: MsFlags, data: &str) -> Result<(), SetupError> {
+    let error = |step, source| SetupError::FreshTmpfs { target: target.display().to_string(), step, source };
+    match nix::mount::umount2(target, nix::mount::MntFlags::MNT_DETACH) {
+        Ok(()) | Err(nix::Error::EINVAL) => {}
+        Err(e) => return Err(error("unmount", e)),
+    }
+    let data = if data.is_empty() { None } else { Some(data) };
+    mount(Some("tmpfs"), target, Some("tmpfs"), flags, data).map_err(|e| error("mount", e))
+}
 
 /// Mounts every row of [`MOUNTS`]; a row already mounted (EBUSY) is fine.
 /// Returns the errors of the rows that failed, and goes on with the rest.
@@ -133,6 +167,76 @@ pub fn set_oom_score_adj(value: i32) -> Result<(), SetupError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// In a child with a mount namespace of its own (a test process has
+    /// threads, and only a single-threaded process may unshare it): a
+    /// tmpfs with files in it comes back empty, still a tmpfs, with the
+    /// given mode, and a file held open in the old one does not stop that.
+    #[test]
+    fn the_work_tmpfs_comes_back_empty_and_a_file_held_open_does_not_block_it() {
+        assert!(nix::unistd::geteuid().is_root(), "this test mounts: run it as root (CI does)");
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().to_path_buf();
+        // SAFETY: the child only makes system calls and exits with _exit.
+        match unsafe { nix::unistd::fork() }.unwrap() {
+            nix::unistd::ForkResult::Child => {
+                let code = (|| -> Option<i32> {
+                    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).ok()?;
+                    let private = MsFlags::MS_REC | MsFlags::MS_PRIVATE;
+                    mount(None::<&str>, "/", None::<&str>, private, None::<&str>).ok()?;
+                    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+                    mount(Some("tmpfs"), &target, Some("tmpfs"), flags, Some("mode=1777")).ok()?;
+                    fs::create_dir_all(target.join("kbuild/tree")).ok()?;
+                    fs::write(target.join("kbuild/tree/a.c"), "int a;").ok()?;
+                    let _held = fs::File::open(target.join("kbuild/tree/a.c")).ok()?;
+                    if fresh_tmpfs(&target, flags, "mode=1777").is_err() {
+                        return Some(3);
+                    }
+                    if fs::read_dir(&target).ok()?.next().is_some() {
+                        return Some(4);
+                    }
+                    let fs_type = nix::sys::statfs::statfs(&target).ok()?.filesystem_type();
+                    if fs_type != nix::sys::statfs::TMPFS_MAGIC {
+                        return Some(5);
+                    }
+                    use std::os::unix::fs::PermissionsExt;
+                    if fs::metadata(&target).ok()?.permissions().mode() & 0o7777 != 0o1777 {
+                        return Some(6);
+                    }
+                    // Replaced, not stacked on (a stacked one keeps the old
+                    // files' memory).
+                    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+                    let at = target.to_str()?;
+                    if mountinfo.lines().filter(|l| l.split(' ').nth(4) == Some(at)).count() != 1 {
+                        return Some(7);
+                    }
+                    Some(0)
+                })()
+                .unwrap_or(2);
+                // SAFETY: leaves the forked child without running the
+                // harness's exit handlers.
+                unsafe { libc::_exit(code) }
+            }
+            nix::unistd::ForkResult::Parent { child } => {
+                let status = nix::sys::wait::waitpid(child, None).unwrap();
+                let what = [
+                    "ok",
+                    "-",
+                    "a setup step failed",
+                    "fresh_tmpfs failed",
+                    "the old files are still there",
+                    "not a tmpfs",
+                    "the mode is not 1777",
+                    "the new tmpfs is stacked on the old one",
+                ];
+                match status {
+                    nix::sys::wait::WaitStatus::Exited(_, 0) => {}
+                    nix::sys::wait::WaitStatus::Exited(_, c) => panic!("{}", what.get(c as usize).unwrap_or(&"?")),
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+    }
 
     #[test]
     fn dev_null_and_closed_fds_need_the_console_a_tty_or_file_does_not() {

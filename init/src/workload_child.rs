@@ -183,6 +183,12 @@ pub fn run(
         let now = Instant::now();
         let remaining = deadline.saturating_duration_since(now);
         if remaining.is_zero() {
+            // A child that ended as the deadline passed ended in time: its
+            // exit may be waiting unreaped.
+            if let Some(s) = signals::reap_all().into_iter().find(|s| s.pid() == Some(child)) {
+                status = Some(s);
+                break;
+            }
             let _ = kill(child, Signal::SIGKILL);
             return Err(ChildError::Watchdog { workload, elapsed_s: t0.elapsed().as_secs_f64() });
         }

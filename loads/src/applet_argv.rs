@@ -5,6 +5,9 @@
 //! applet (`applets`) sits above them all. Depends on no module of the
 //! crate.
 
+// PID 1 can reach this module (see ARCHITECTURE.md, "PID 1"): no panics.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 use std::path::Path;
 use std::process::Command;
 

@@ -13,8 +13,12 @@
 //!   stream when that workload finishes, and the result stream at the end.
 //! - `<tag>` is the first 8 hex digits of the document's sha256. It is the
 //!   stream's key (a stream is known by kind and tag, so its chunks group
-//!   without the boot id), and what a document rebuilt without its header
-//!   is checked against.
+//!   without the boot id, and a stream printed twice counts once), and what
+//!   a document rebuilt without its header is checked against. Two streams
+//!   with the same document are one: the init makes workload documents
+//!   distinct by putting the workload's position in them
+//!   (`schema::WorkloadStreamDocument`).
+//! - `<total>` is at most [`MAX_CHUNKS`]; a line announcing more is damaged.
 //! - `<seq>/<total>` numbers the chunks from 1; every chunk carries the
 //!   total, so the header is not the only copy of it.
 //! - Each line's CRC32 (lowercase hex) covers every other field of the
@@ -73,6 +77,10 @@ pub const MARKER: &str = "@@BOOTBENCH";
 pub const CHUNK_BYTES: usize = 448;
 /// Hex digits of a stream's tag (a prefix of the document's sha256).
 pub const TAG_HEX: usize = 8;
+/// The most chunks a stream may announce (about 117 MB of document, far
+/// above any result): a line announcing more is damaged, so a forged or
+/// garbled total cannot make the decoder list billions of missing chunks.
+pub const MAX_CHUNKS: u32 = 1 << 18;
 /// Event name the init prints as soon as it starts.
 pub const EVENT_HELLO: &str = "hello";
 /// Event name the init prints while a workload runs, at most
@@ -163,6 +171,20 @@ fn stream_label(kind: &StreamKind, tag: &str, id: &Option<String>) -> String {
     }
 }
 
+/// Sorted chunk numbers as runs: `2, 4-6, 9`.
+fn seq_ranges(seqs: &[u32]) -> String {
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for &s in seqs {
+        match runs.last_mut() {
+            Some((_, end)) if end.checked_add(1) == Some(s) => *end = s,
+            _ => runs.push((s, s)),
+        }
+    }
+    let parts: Vec<String> =
+        runs.iter().map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
+    parts.join(", ")
+}
+
 fn mismatch_detail(want_bytes: &Option<usize>, got_bytes: &usize) -> String {
     match want_bytes {
         Some(want) => {
@@ -188,8 +210,8 @@ pub enum StreamError {
         damaged: usize,
     },
     /// Chunks are missing or damaged.
-    #[error("{} is incomplete: {} of {total} chunks missing {missing:?}, {} damaged {corrupt:?}",
-        stream_label(kind, tag, id), missing.len(), corrupt.len())]
+    #[error("{} is incomplete: {} of {total} chunks missing [{}], {} damaged [{}]",
+        stream_label(kind, tag, id), missing.len(), seq_ranges(missing), corrupt.len(), seq_ranges(corrupt))]
     Incomplete {
         /// Stream kind.
         kind: StreamKind,
@@ -383,7 +405,7 @@ fn parse_header(rest: &str) -> Option<Line<'_>> {
     if parse_crc(crc)? != crc_of(&["HEAD", k, total_s, bytes_s, sha256, id]) || !is_hex(sha256, 64) {
         return None;
     }
-    let total = parse_count(total_s).filter(|&t: &u32| t >= 1)?;
+    let total = parse_count(total_s).filter(|&t: &u32| (1..=MAX_CHUNKS).contains(&t))?;
     Some(Line::Header { kind: StreamKind::from_letter(k)?, total, bytes: parse_count(bytes_s)?, sha256, id })
 }
 
@@ -392,7 +414,7 @@ fn parse_data(kind: StreamKind, rest: &str) -> Option<Line<'_>> {
     let (tag, seq_total, crc, payload) = (it.next()?, it.next()?, it.next()?, it.next()?);
     let (seq, total) = seq_total.split_once('/')?;
     let (seq, total) = (parse_count(seq)?, parse_count(total)?);
-    if !is_hex(tag, TAG_HEX) || seq < 1 || seq > total {
+    if !is_hex(tag, TAG_HEX) || seq < 1 || seq > total || total > MAX_CHUNKS {
         return None;
     }
     let intact = parse_crc(crc)? == crc_of(&[kind.letter(), tag, seq_total, payload]);

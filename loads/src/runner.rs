@@ -9,7 +9,8 @@ use crate::error_chain::error_chain;
 use crate::provenance;
 use crate::quiet;
 use crate::schema::{
-    GuestTimings, Provenance, QuietObservation, RunDocument, RunError, SuiteInfo, WorkloadResult, SCHEMA_VERSION,
+    GuestTimings, Provenance, QuietObservation, RunDocument, RunError, SuiteInfo, WorkloadResult,
+    WorkloadStreamDocument, SCHEMA_VERSION,
 };
 use crate::suite::{Suite, WorkloadSpec};
 use crate::system_counters::IterationCounters;
@@ -81,6 +82,13 @@ pub fn run_workload(suite: &Suite, spec: &WorkloadSpec, ctx: &RunContext, observ
         result.quiet = Some(obs);
     }
     result
+}
+
+/// The JSON of `workload`'s own console stream: its result with its
+/// position in the suite (from 1), see [`WorkloadStreamDocument`].
+pub fn workload_stream_json(position: usize, workload: &WorkloadResult) -> serde_json::Result<String> {
+    let position = u32::try_from(position).unwrap_or(u32::MAX);
+    serde_json::to_string(&WorkloadStreamDocument { position, workload: workload.clone() })
 }
 
 /// Moves every metric whose value is NaN or infinite out of `it` and into

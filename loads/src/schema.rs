@@ -349,6 +349,32 @@ pub struct WorkloadResult {
     pub quiet: Option<QuietObservation>,
 }
 
+/// One workload's result as its own console stream, printed when the
+/// workload ends. Streams are told apart by their content's hash, so the
+/// workload's position in the suite is part of it: two workloads with the
+/// same result (the same spec failing the same way) are two streams.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadStreamDocument {
+    /// The workload's place in the suite, from 1.
+    pub position: u32,
+    /// Its result, as the boot's document will hold it.
+    pub workload: WorkloadResult,
+}
+
+impl WorkloadStreamDocument {
+    /// Reads a workload stream: this envelope, or (from images before it)
+    /// a bare [`WorkloadResult`], whose position is then unknown.
+    pub fn parse(text: &str) -> serde_json::Result<(Option<u32>, WorkloadResult)> {
+        match serde_json::from_str::<WorkloadStreamDocument>(text) {
+            Ok(d) => Ok((Some(d.position), d.workload)),
+            Err(envelope_error) => match serde_json::from_str::<WorkloadResult>(text) {
+                Ok(w) => Ok((None, w)),
+                Err(_) => Err(envelope_error),
+            },
+        }
+    }
+}
+
 /// The guest's result document for one boot (or one `bootbench local` run).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunDocument {

@@ -8,6 +8,9 @@
 //! The files are text, so parsing is the same on 32- and 64-bit and on
 //! either endianness; every count is held as `u64`.
 
+// PID 1 can reach this module (see ARCHITECTURE.md, "PID 1"): no panics.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 use crate::schema::{CpuTime, SystemDeltas};
 use std::collections::BTreeMap;
 use std::io::Read;

@@ -297,7 +297,7 @@ mod tests {
         let err = s.decoder().last_document().unwrap_err();
         assert_eq!(
             err.to_string(),
-            format!("result stream {r} of boot {BOOT_ID} is incomplete: 5 of 13 chunks missing [9, 10, 11, 12, 13], 1 damaged [8]")
+            format!("result stream {r} of boot {BOOT_ID} is incomplete: 5 of 13 chunks missing [9-13], 1 damaged [8]")
         );
         // The workloads that finished before are kept.
         assert_eq!(s.workload_documents(), intact().1);

@@ -91,6 +91,16 @@ impl Journal for FileJournal {
     }
 
     fn event(&mut self, event: Event) -> Result<(), JournalError> {
+        // An interrupt waits for the line, and no line follows its own.
+        crate::boot::interrupt::critical(|| self.event_unguarded(event))
+    }
+}
+
+impl FileJournal {
+    /// [`Journal::event`] without waiting for an interrupt in progress: for
+    /// the interrupt's own hook, which runs while writes are held (see
+    /// `boot::interrupt::on_interrupt`).
+    pub fn event_unguarded(&mut self, event: Event) -> Result<(), JournalError> {
         if !self.quiet {
             eprintln!("bisect: {}", event.message);
         }

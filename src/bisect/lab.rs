@@ -344,12 +344,21 @@ impl QemuLab {
     }
 
     fn checkout(&self, commit: &str) -> Result<(), LabError> {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(&self.settings.tree)
-            .args(["checkout", "--quiet", "--detach", commit])
-            .output()
-            .map_err(|source| LabError::Io { what: "run git in", path: self.settings.tree.clone(), source })?;
+        // An interrupt waits for the checkout to end, so its hook's own
+        // checkout of the original head neither races this one for the
+        // index lock nor is undone by it.
+        let git = || {
+            Command::new("git")
+                .arg("-C")
+                .arg(&self.settings.tree)
+                .args(["checkout", "--quiet", "--detach", commit])
+                .output()
+        };
+        let out = crate::boot::interrupt::critical(git).map_err(|source| LabError::Io {
+            what: "run git in",
+            path: self.settings.tree.clone(),
+            source,
+        })?;
         if !out.status.success() {
             return Err(LabError::Checkout {
                 tree: self.settings.tree.clone(),

@@ -201,7 +201,7 @@ fn interrupted_says_how_to_resume(
             state_path.display(),
             state_arg.display()
         );
-        if journal.event(Event::new("interrupted", None, message.clone(), serde_json::Value::Null)).is_err() {
+        if journal.event_unguarded(Event::new("interrupted", None, message.clone(), serde_json::Value::Null)).is_err() {
             eprintln!("bisect: {message}");
         }
         if let Some(head) = &head {

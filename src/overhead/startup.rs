@@ -31,8 +31,8 @@ pub const POWER_DOWN_LINE: &str = "reboot: Power down";
 /// The goal: bootbench's first workload starts at most this many times
 /// later than a trivial init powers off.
 pub const GOAL_RATIO: f64 = 1.05;
-/// The compressions compared.
-pub const COMPRESSIONS: [Compression; 2] = [Compression::Gzip, Compression::Zstd];
+/// The compressions compared: a plain archive, gzip and zstd.
+pub const COMPRESSIONS: [Compression; 3] = [Compression::None, Compression::Gzip, Compression::Zstd];
 
 /// One boot's figures.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -172,7 +172,9 @@ pub fn render(what: &str, figures: &[CompressionFigures]) -> String {
     }
     match faster(figures) {
         Some(c) => {
-            let _ = writeln!(out, "  lower ratio (faster start): {c}");
+            let default = boot_image::DEFAULT_COMPRESSION;
+            let agrees = if c == default { "as the default" } else { "NOT the default" };
+            let _ = writeln!(out, "  lower ratio (faster start): {c}, {agrees} ({default})");
         }
         None => {
             let _ = writeln!(out, "  lower ratio (faster start): no data");
@@ -411,16 +413,18 @@ pub fn compare(inputs: &StartupInputs) -> anyhow::Result<(String, bool)> {
 }
 
 /// The compressions to compare for a kernel with the config at `config`,
-/// and why one was left out: zstd needs `CONFIG_RD_ZSTD=y` (an unknown
-/// config is tried, and a failed boot says so).
+/// and why any was left out: one the config does not build a decompressor
+/// for (an unknown config is tried, and a failed boot says so).
 fn compressions_for(config: Option<&Path>) -> (Vec<Compression>, Option<String>) {
-    let Some(path) = config else { return (COMPRESSIONS.to_vec(), None) };
-    let Ok(text) = std::fs::read_to_string(path) else { return (COMPRESSIONS.to_vec(), None) };
-    if boot_image::compression_for_config(Some(&text)) == Compression::Zstd {
-        return (COMPRESSIONS.to_vec(), None);
+    let text = config.and_then(|p| std::fs::read_to_string(p).ok());
+    let (kept, left): (Vec<Compression>, Vec<Compression>) =
+        COMPRESSIONS.into_iter().partition(|c| boot_image::config_unpacks(text.as_deref(), *c));
+    if left.is_empty() {
+        return (kept, None);
     }
-    let kept = COMPRESSIONS.into_iter().filter(|c| *c != Compression::Zstd).collect();
-    (kept, Some(format!("zstd left out: {} does not set CONFIG_RD_ZSTD=y", path.display())))
+    let names: Vec<&str> = left.iter().map(|c| c.name()).collect();
+    let path = config.map(|p| p.display().to_string()).unwrap_or_default();
+    (kept, Some(format!("{} left out: {path} does not build its decompressor in (CONFIG_RD_*)", names.join(", "))))
 }
 
 #[cfg(test)]
@@ -459,8 +463,9 @@ mod tests {
         assert_eq!(compressions_for(Some(&with)), (COMPRESSIONS.to_vec(), None));
         assert_eq!(compressions_for(None), (COMPRESSIONS.to_vec(), None), "unknown config: tried");
         let (kept, note) = compressions_for(Some(&without));
-        assert_eq!(kept, [Compression::Gzip]);
-        assert!(note.unwrap().contains("does not set CONFIG_RD_ZSTD=y"));
+        assert_eq!(kept, [Compression::None, Compression::Gzip]);
+        let note = note.unwrap();
+        assert!(note.starts_with("zstd left out: ") && note.contains("config-b"), "{note}");
     }
 
     #[test]
@@ -497,7 +502,7 @@ mod tests {
         }
         let zstd = out.lines().find(|l| l.trim_start().starts_with("zstd ")).expect(&out);
         assert!(zstd.contains("1.037x") && zstd.contains("meets goal"), "{zstd}");
-        assert!(out.contains("lower ratio (faster start): zstd"), "{out}");
+        assert!(out.contains("lower ratio (faster start): zstd, NOT the default (none)"), "{out}");
         assert!(out.contains("3+3") && out.contains("2+2"), "boot counts per compression: {out}");
         assert!(out.contains("11.74"), "host wall of the trivial boots: {out}");
     }

@@ -182,8 +182,8 @@ impl KeptWorkloads {
         }
         let mut kept = KeptWorkloads::default();
         for (i, text) in streams.iter().enumerate() {
-            match serde_json::from_str::<WorkloadResult>(text) {
-                Ok(w) => kept.workloads.push(w),
+            match loads::schema::WorkloadStreamDocument::parse(text) {
+                Ok((_, w)) => kept.workloads.push(w),
                 Err(e) => kept.errors.push(format!(
                     "workload stream {} of {} is intact but not a workload result: {e}",
                     i + 1,
@@ -344,6 +344,29 @@ mod tests {
         assert_eq!(kept.workloads[0].name, "fork");
         assert_eq!(kept.errors.len(), 1, "a stream that does not parse is recorded, not dropped");
         assert!(kept.errors[0].contains("workload stream 2 of 2"), "{:?}", kept.errors);
+    }
+
+    #[test]
+    fn two_workloads_with_the_same_result_are_two_streams_and_both_are_kept() {
+        use loads::console_protocol::{encode, Decoder, StreamKind};
+        // The same spec failing the same way twice: byte-identical results.
+        let failed =
+            WorkloadResult { name: "dbench".into(), error: Some("no scratch disk".into()), ..Default::default() };
+        let mut decoder = Decoder::new();
+        for position in [1, 2] {
+            let json = loads::runner::workload_stream_json(position, &failed).unwrap();
+            for line in encode(StreamKind::Workload, "boot", &json) {
+                decoder.feed_line(&line);
+            }
+        }
+        let streams = decoder.workload_documents();
+        assert_eq!(streams.len(), 2, "one stream swallowed the other");
+        let kept = KeptWorkloads::parse(&streams).unwrap();
+        assert_eq!(kept.workloads, [failed.clone(), failed.clone()]);
+        assert!(kept.errors.is_empty(), "{:?}", kept.errors);
+        // A stream from an image before the envelope: a bare result.
+        let bare = KeptWorkloads::parse(&[serde_json::to_string(&failed).unwrap()]).unwrap();
+        assert_eq!(bare.workloads, [failed]);
     }
 
     #[test]

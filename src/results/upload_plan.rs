@@ -35,8 +35,16 @@ pub fn plan(file: &Path) -> anyhow::Result<(Vec<PlannedUpload>, Vec<String>)> {
                 format!("boot {} ({})", i + 1, boot.label)
             };
             let Some(doc) = &boot.result else {
+                // The receiver stores runs by their document's run id, which
+                // a boot without one does not have: its finished workloads
+                // stay in the file only, and the note says so.
+                let kept = boot.workloads_kept.as_ref().map_or(0, |k| k.workloads.len());
+                let kept = match kept {
+                    0 => String::new(),
+                    n => format!("; its {n} finished workload(s) stay in {} only", file.display()),
+                };
                 skipped.push(format!(
-                    "{what}: no guest document ({}{}), nothing to upload",
+                    "{what}: no guest document ({}{}), nothing to upload{kept}",
                     boot.boot.classification,
                     boot.result_error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
                 ));
@@ -56,4 +64,39 @@ pub fn plan(file: &Path) -> anyhow::Result<(Vec<PlannedUpload>, Vec<String>)> {
     // The document exactly as saved: re-uploading the same file is then
     // byte-for-byte the same run.
     Ok((vec![PlannedUpload { run_id: doc.run_id.clone(), what: "document".into(), body: text }], Vec::new()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::{BootRecord, KeptWorkloads};
+    use loads::schema::WorkloadResult;
+
+    #[test]
+    fn a_boot_without_a_document_is_skipped_and_its_kept_workloads_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.json");
+        let mut file = ResultsFile::default();
+        let mut ok = BootRecord::default();
+        ok.boot.classification = "ok".into();
+        ok.result = Some(loads::runner::begin_document("run-1", None, None));
+        let mut panicked = BootRecord::default();
+        panicked.boot.classification = "panic".into();
+        let fork = WorkloadResult { name: "fork".into(), ..Default::default() };
+        panicked.workloads_kept = Some(KeptWorkloads { workloads: vec![fork], errors: Vec::new() });
+        let mut silent = BootRecord::default();
+        silent.boot.classification = "hang".into();
+        file.boots = vec![ok, panicked, silent];
+        file.write(&path).unwrap();
+        let (uploads, skipped) = plan(&path).unwrap();
+        assert_eq!(uploads.iter().map(|u| u.run_id.as_str()).collect::<Vec<_>>(), ["run-1"]);
+        assert_eq!(skipped.len(), 2, "{skipped:?}");
+        assert!(skipped[0].starts_with("boot 2: no guest document (panic)"), "{}", skipped[0]);
+        assert!(
+            skipped[0].contains("; its 1 finished workload(s) stay in ") && skipped[0].ends_with("r.json only"),
+            "{}",
+            skipped[0]
+        );
+        assert!(!skipped[1].contains("finished workload"), "{}", skipped[1]);
+    }
 }

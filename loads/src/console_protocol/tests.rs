@@ -334,3 +334,33 @@ fn empty_document_round_trips() {
     let d = decode(&encode(StreamKind::Result, "e", ""));
     assert_eq!(d.last_document().unwrap(), "");
 }
+
+#[test]
+fn a_forged_total_cannot_make_the_decoder_list_billions_of_chunks() {
+    let doc = sample(1000);
+    let lines = encode(StreamKind::Result, "d", &doc);
+    let tag = lines[1].split(' ').nth(2).unwrap().to_string();
+    let sha = format!("{tag}{}", "0".repeat(56));
+    let len = doc.len().to_string();
+    let header = |total: u32| {
+        let n = total.to_string();
+        let crc = crc_of(&["HEAD", "R", &n, &len, &sha, "h"]);
+        format!("{MARKER} HEAD R {n} {len} {sha} {crc:08x} h")
+    };
+    let chunk = |total: u32| {
+        let st = format!("1/{total}");
+        let crc = crc_of(&["R", &tag, &st, "x"]);
+        format!("{MARKER} R {tag} {st} {crc:08x} x")
+    };
+    // Checksums right, totals past the bound: damaged lines, not streams.
+    for line in [header(u32::MAX), header(MAX_CHUNKS + 1), chunk(u32::MAX), chunk(MAX_CHUNKS + 1)] {
+        assert!(matches!(parse_line(&line), Some(Line::Damaged { .. })), "{line}");
+    }
+    // At the bound: a stream with one chunk of 2^18, reported in runs.
+    let err = decode(&[header(MAX_CHUNKS), chunk(MAX_CHUNKS)]).last_document().unwrap_err();
+    let (_, total, missing, _) = incomplete(err.clone());
+    assert_eq!((total, missing.len()), (MAX_CHUNKS, MAX_CHUNKS as usize - 1));
+    let msg = err.to_string();
+    assert!(msg.contains(&format!("chunks missing [2-{MAX_CHUNKS}], 0 damaged []")), "{msg}");
+    assert!(msg.len() < 200, "{msg}");
+}
