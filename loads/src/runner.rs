@@ -37,6 +37,10 @@ pub fn run_workload(suite: &Suite, spec: &WorkloadSpec, ctx: &RunContext, observ
         }
     };
     result.params = w.params();
+    // Every result names the version of the workload that made it.
+    if let Some(v) = workloads::version(&spec.name) {
+        result.params.insert(crate::workload::VERSION_PARAM.into(), v.into());
+    }
     for i in 1..=warmup {
         if let Err(e) = w.run_iteration() {
             result.error = Some(format!("warmup iteration {i}: {}", error_chain(&e)));
@@ -182,6 +186,8 @@ mod tests {
         assert_eq!(r.error, None);
         assert_eq!(r.iterations.len(), 3);
         assert_eq!(r.warmup, 1);
+        let version = crate::workloads::version("fork").unwrap();
+        assert_eq!(r.params.get(crate::workload::VERSION_PARAM), Some(&version.into()), "{:?}", r.params);
         for it in &r.iterations {
             let sys = it.system.as_ref().expect("system counters around every iteration");
             assert!(sys.forks >= 20, "20 forks per iteration: {sys:?}");

@@ -56,6 +56,16 @@ pub enum WorkloadError {
         /// What is wrong, naming the parameter.
         why: String,
     },
+    /// A suite asks for a version of a workload this build does not run.
+    #[error("workload '{workload}' is version {runs} in this bootbench, but the suite asks for version {asked}: results of different versions measure different things")]
+    Version {
+        /// Workload name.
+        workload: String,
+        /// The version the suite names.
+        asked: serde_json::Value,
+        /// The version this build runs.
+        runs: u32,
+    },
     /// A workload's own error (its module's enum says what and where).
     #[error("{workload} failed")]
     Failed {
@@ -96,6 +106,32 @@ pub trait Workload {
     fn params(&self) -> serde_json::Map<String, serde_json::Value>;
     /// Runs one iteration and returns its metrics.
     fn run_iteration(&mut self) -> Result<Iteration, WorkloadError>;
+}
+
+/// The parameter that carries a workload's version in its effective
+/// parameters, and so in every result (see the registry's `VERSIONS`).
+pub const VERSION_PARAM: &str = "version";
+
+/// The version of results that carry none: those from before workloads had
+/// versions, which measured as version 1 does.
+pub const UNVERSIONED: u32 = 1;
+
+/// The workload version a result's parameters carry: [`UNVERSIONED`] when
+/// there is none; `None` when the value is not a version number.
+pub fn version_in(params: &serde_json::Map<String, serde_json::Value>) -> Option<u32> {
+    match params.get(VERSION_PARAM) {
+        None => Some(UNVERSIONED),
+        Some(v) => v.as_u64().and_then(|n| u32::try_from(n).ok()),
+    }
+}
+
+/// `params` without the version: what else the workload ran with.
+pub fn params_without_version(
+    params: &serde_json::Map<String, serde_json::Value>,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut p = params.clone();
+    p.remove(VERSION_PARAM);
+    p
 }
 
 /// Deserialises a workload's parameter struct from a suite's map; the struct

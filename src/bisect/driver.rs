@@ -486,6 +486,27 @@ mod tests {
     }
 
     #[test]
+    fn a_boot_of_another_workload_version_stops_the_bisection_naming_both() {
+        let mut history = LinearHistory::new(40);
+        let mut lab = ModelLab::new(40, 25, 0.15, noise(), 6);
+        // From the 12th lab call on, boots report version 2.
+        lab.version_change = Some((2, 12));
+        let mut state = BisectState::new(Plan::default(), None, &history.name(0), &history.name(40), 40).unwrap();
+        let mut journal = MemoryJournal { snapshot: true, ..Default::default() };
+        let e = Driver::new(&mut state, &mut lab, &mut history, &mut journal).run().unwrap_err();
+        let DriverError::MixedVersions { got, want, .. } = &e else { panic!("expected mixed versions, got {e:?}") };
+        assert_eq!((*got, *want), (2, 1));
+        assert!(e.to_string().contains("version 2, but earlier boots of this bisection ran version 1"), "{e}");
+        assert!(state.boots.iter().all(|b| b.workload_version == Some(1)), "the refused boot entered the state");
+        // Without a change the same bisection ends.
+        let mut lab = ModelLab::new(40, 25, 0.15, noise(), 6);
+        lab.version_change = Some((2, usize::MAX));
+        let mut state = BisectState::new(Plan::default(), None, &history.name(0), &history.name(40), 40).unwrap();
+        let mut journal = MemoryJournal::default();
+        assert!(Driver::new(&mut state, &mut lab, &mut history, &mut journal).run().is_ok());
+    }
+
+    #[test]
     fn a_persistent_init_panic_stops_the_bisection_resumably_and_names_our_bug() {
         let mut history = LinearHistory::new(40);
         let mut lab = ModelLab::new(40, 25, 0.15, noise(), 6);

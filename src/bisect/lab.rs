@@ -117,6 +117,9 @@ pub struct BootObservation {
     pub iterations: Vec<f64>,
     /// Host wall time of the boot.
     pub wall_s: f64,
+    /// The version of the metric's workload that ran (perf mode, ok
+    /// boots; see `loads::workloads::VERSIONS`).
+    pub workload_version: Option<u32>,
 }
 
 /// What the driver needs from a lab.
@@ -163,6 +166,7 @@ pub fn observe(record: &BootRecord, mode: Mode, metric: Option<(&str, &str)>) ->
         detail: record.boot.detail.clone(),
         iterations: Vec::new(),
         wall_s: record.boot.wall_s,
+        workload_version: None,
     };
     if obs.classification != "ok" {
         return obs;
@@ -186,6 +190,8 @@ pub fn observe(record: &BootRecord, mode: Mode, metric: Option<(&str, &str)>) ->
         return obs;
     }
     if let Some((w, m)) = metric {
+        obs.workload_version =
+            doc.workloads.iter().find(|x| x.name == w).and_then(|x| loads::workload::version_in(&x.params));
         match metric_values(doc, w, m) {
             Ok(v) => obs.iterations = v,
             Err(why) => {

@@ -143,6 +143,10 @@ pub struct ModelLab {
     /// Commits whose next boots end in the appliance's own init panic
     /// (`init_panic`, a bootbench bug), and how many of them.
     pub init_panics: BTreeMap<u64, u32>,
+    /// The workload version ok boots report: `(version, from_call)`, the
+    /// version changing to `version` from that lab call on (as if the
+    /// image were rebuilt by another bootbench), for version tests.
+    pub version_change: Option<(u32, usize)>,
     /// Fail (as if the host went down) on this lab call, for resume tests.
     pub fail_after: Option<usize>,
     /// Lab calls so far.
@@ -164,6 +168,7 @@ impl ModelLab {
             hanging: BTreeSet::new(),
             panic_from: None,
             init_panics: BTreeMap::new(),
+            version_change: None,
             fail_after: None,
             calls: 0,
         }
@@ -224,6 +229,7 @@ impl Lab for ModelLab {
             detail: Some(format!("simulated {c}")),
             iterations: vec![],
             wall_s: 1.0,
+            workload_version: None,
         };
         if let Some(left) = self.init_panics.get_mut(&i).filter(|n| **n > 0) {
             *left -= 1;
@@ -235,6 +241,7 @@ impl Lab for ModelLab {
                 ),
                 iterations: vec![],
                 wall_s: 1.0,
+                workload_version: None,
             });
         }
         if self.hanging.contains(&i) {
@@ -248,7 +255,12 @@ impl Lab for ModelLab {
         let it = normal(self.noise.iteration_cv);
         let iterations =
             (0..self.noise.iterations.max(1)).map(|_| level * boot * it.sample(&mut self.rng).exp()).collect();
-        Ok(BootObservation { classification: "ok".into(), detail: None, iterations, wall_s: 1.0 })
+        let workload_version = match self.version_change {
+            Some((v, from)) if self.calls >= from => Some(v),
+            Some(_) => Some(1),
+            None => None,
+        };
+        Ok(BootObservation { classification: "ok".into(), detail: None, iterations, wall_s: 1.0, workload_version })
     }
 }
 

@@ -221,6 +221,10 @@ pub struct BootEntry {
     pub wall_s: f64,
     /// When it finished (RFC 3339).
     pub at: String,
+    /// The version of the metric's workload that ran (absent: not known,
+    /// as in states from before versions); a bisection never mixes two.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_version: Option<u32>,
 }
 
 impl BootEntry {
@@ -676,6 +680,7 @@ mod tests {
             iterations: vec![],
             wall_s: 1.0,
             at: now(),
+            workload_version: None,
         };
         for c in ["panic", "boot_failure", "oops", "hang"] {
             assert!(entry(c).kernel_failed(), "{c}");
@@ -701,6 +706,7 @@ mod tests {
             iterations: vec![12.0, 13.0],
             wall_s: 20.0,
             at: now(),
+            workload_version: Some(1),
         });
         s.save(&p).unwrap();
         let back = BisectState::load(&p).unwrap();

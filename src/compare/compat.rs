@@ -24,6 +24,21 @@ pub enum CompatError {
         /// Its parameter sets.
         cand_params: String,
     },
+    /// The same workload ran in different versions (different bootbench
+    /// releases, whose workloads measure differently).
+    #[error("workload {name} is version {base_versions} for {base_name} and version {cand_versions} for {cand_name}: different versions measure different things, so they are never compared; rerun both with the same bootbench")]
+    DifferentVersions {
+        /// Workload name.
+        name: String,
+        /// Baseline group's name.
+        base_name: String,
+        /// Its versions.
+        base_versions: String,
+        /// Candidate group's name.
+        cand_name: String,
+        /// Its versions.
+        cand_versions: String,
+    },
     /// A workload ran in one group only.
     #[error("workload {workload} ran for {has} but not for {lacks}; compare runs of the same suite, or restrict with --workloads")]
     DifferentWorkloads {
@@ -48,6 +63,19 @@ pub enum CompatError {
     },
 }
 
+/// A version as messages show it.
+pub fn version_text(v: Option<u32>) -> String {
+    v.map_or_else(|| "unreadable".to_string(), |v| v.to_string())
+}
+
+fn versions_by_name(ws: &BTreeSet<WorkloadKey>) -> BTreeMap<&str, BTreeSet<Option<u32>>> {
+    let mut out: BTreeMap<&str, BTreeSet<Option<u32>>> = BTreeMap::new();
+    for w in ws {
+        out.entry(w.name.as_str()).or_default().insert(w.version);
+    }
+    out
+}
+
 fn params_by_name(ws: &BTreeSet<WorkloadKey>) -> BTreeMap<&str, Vec<&str>> {
     let mut out: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for w in ws {
@@ -63,6 +91,23 @@ pub fn check_comparable(
     cand_name: &str,
     cand: &GroupSamples,
 ) -> Result<(), CompatError> {
+    let (bv, cv) = (versions_by_name(&base.workloads), versions_by_name(&cand.workloads));
+    for (name, b) in &bv {
+        match cv.get(name) {
+            Some(c) if c != b || b.len() > 1 => {
+                let text =
+                    |vs: &BTreeSet<Option<u32>>| vs.iter().map(|v| version_text(*v)).collect::<Vec<_>>().join(" and ");
+                return Err(CompatError::DifferentVersions {
+                    name: name.to_string(),
+                    base_name: base_name.into(),
+                    base_versions: text(b),
+                    cand_name: cand_name.into(),
+                    cand_versions: text(c),
+                });
+            }
+            _ => {}
+        }
+    }
     let (bp, cp) = (params_by_name(&base.workloads), params_by_name(&cand.workloads));
     for (name, b) in &bp {
         match cp.get(name) {

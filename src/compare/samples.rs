@@ -53,6 +53,22 @@ pub enum SampleError {
         /// The workload's error, or "no iterations".
         why: String,
     },
+    /// The same workload ran in different versions within one group.
+    #[error("{group}: boot #{boot} ran workload {name} version {got}, boot #{seen_in} version {want}: different versions measure different things, so they are never compared")]
+    MixedVersions {
+        /// Group name.
+        group: String,
+        /// The boot with the other version.
+        boot: u32,
+        /// Workload name.
+        name: String,
+        /// Its version there.
+        got: String,
+        /// A boot with the group's first version.
+        seen_in: u32,
+        /// That version.
+        want: String,
+    },
     /// A workload instance is in some boots of the group but not others.
     #[error("{group}: boot #{boot} lacks workload {workload}, which boot #{seen_in} ran")]
     MissingWorkload {
@@ -106,17 +122,37 @@ pub enum SampleError {
 pub struct WorkloadKey {
     /// Workload name.
     pub name: String,
-    /// Its effective parameters as canonical JSON (keys sorted).
+    /// Its version (`loads::workloads::VERSIONS`; results without one are
+    /// version 1); `None` when the result's version is not a number.
+    pub version: Option<u32>,
+    /// Its effective parameters as canonical JSON (keys sorted), the
+    /// version left out.
     pub params: String,
+}
+
+impl WorkloadKey {
+    /// The key of a workload result.
+    pub fn of(w: &loads::schema::WorkloadResult) -> WorkloadKey {
+        let params = loads::workload::params_without_version(&w.params);
+        WorkloadKey {
+            name: w.name.clone(),
+            version: loads::workload::version_in(&w.params),
+            params: canonical_json(&serde_json::Value::Object(params)),
+        }
+    }
 }
 
 impl std::fmt::Display for WorkloadKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.params == "{}" {
-            write!(f, "{}", self.name)
-        } else {
-            write!(f, "{} {}", self.name, self.params)
+        write!(f, "{}", self.name)?;
+        // Version 1 (or none, which is the same) goes without saying.
+        if self.version != Some(loads::workload::UNVERSIONED) {
+            write!(f, " (version {})", super::compat::version_text(self.version))?;
         }
+        if self.params != "{}" {
+            write!(f, " {}", self.params)?;
+        }
+        Ok(())
     }
 }
 
@@ -221,8 +257,7 @@ fn boot_metrics(
         if only.is_some_and(|names| !names.contains(&w.name)) {
             continue;
         }
-        let key =
-            WorkloadKey { name: w.name.clone(), params: canonical_json(&serde_json::Value::Object(w.params.clone())) };
+        let key = WorkloadKey::of(w);
         if let Some(why) = &w.error {
             return Err(SampleError::Incomplete {
                 group: group.into(),
@@ -384,6 +419,18 @@ fn compare_keys(
     got: &BTreeSet<MetricKey>,
 ) -> Option<SampleError> {
     if let Some(k) = want.difference(got).next() {
+        let other_version =
+            got.iter().find(|g| g.workload.name == k.workload.name && g.workload.version != k.workload.version);
+        if let Some(g) = other_version {
+            return Some(SampleError::MixedVersions {
+                group: group.into(),
+                boot,
+                name: k.workload.name.clone(),
+                got: super::compat::version_text(g.workload.version),
+                seen_in,
+                want: super::compat::version_text(k.workload.version),
+            });
+        }
         let workload_present = got.iter().any(|g| g.workload == k.workload);
         return Some(if workload_present {
             SampleError::MissingMetric {

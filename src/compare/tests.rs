@@ -270,3 +270,32 @@ fn display_names_disambiguate() {
     assert_eq!(names[0], "6.1.0-test #1");
     assert_eq!(names[3], "6.1.0-test #4");
 }
+
+#[test]
+fn different_workload_versions_are_refused_naming_both() {
+    let set_version = |boots: &mut Vec<BootRecord>, v: serde_json::Value| {
+        for boot in boots {
+            boot.result.as_mut().unwrap().workloads[0].params.insert("version".into(), v.clone());
+        }
+    };
+    let a = fork_boots(0, "a", "aaaa", &[&[100.0], &[101.0]]);
+    // Results from before versions (none) are version 1.
+    let mut one = fork_boots(2, "b", "bbbb", &[&[100.0], &[101.0]]);
+    set_version(&mut one, 1.into());
+    assert!(compare(&group("a", a.clone()), &[group("b", one)], Settings::default(), None, false).is_ok());
+    let mut two = fork_boots(2, "b", "bbbb", &[&[100.0], &[101.0]]);
+    set_version(&mut two, 2.into());
+    let msg = format!(
+        "{:#}",
+        anyhow::Error::from(compare(&group("a", a), &[group("b", two)], Settings::default(), None, false).unwrap_err())
+    );
+    assert!(msg.contains("workload fork is version 1 for a and version 2 for b"), "{msg}");
+    // A group that mixes versions is refused too.
+    let mut mixed = fork_boots(0, "m", "mmmm", &[&[100.0], &[101.0]]);
+    mixed[1].result.as_mut().unwrap().workloads[0].params.insert("version".into(), 2.into());
+    let mut two = fork_boots(2, "b", "bbbb", &[&[100.0], &[101.0]]);
+    set_version(&mut two, 2.into());
+    let msg =
+        compare(&group("m", mixed), &[group("b", two)], Settings::default(), None, false).unwrap_err().to_string();
+    assert!(msg.contains("m: boot #1 ran workload fork version 2, boot #0 version 1"), "{msg}");
+}

@@ -7,7 +7,7 @@
 //! does not import it either: it is given [`NAMES`], here.
 
 use crate::suite::{CmdlineConfig, Suite, SuiteError};
-use crate::workload::{parse_params, RunContext, Workload, WorkloadError};
+use crate::workload::{params_without_version, parse_params, RunContext, Workload, WorkloadError, VERSION_PARAM};
 
 pub mod contest;
 pub mod dbench;
@@ -21,12 +21,37 @@ pub mod tbench;
 /// Names of all workloads, in the order suites list them.
 pub const NAMES: &[&str] = &["fork", "dbench", "tbench", "kbuild", "sdet", "hackbench", "contest"];
 
-/// Prepares the workload `name` with `params`.
+/// Each workload's version. It goes up whenever a change alters what the
+/// workload's metrics mean (the calls it makes, what it counts), so that
+/// results of different versions are never compared: `compare`,
+/// `contest-report` and `bisect` refuse to mix them. Every result carries
+/// its workload's version in its parameters ([`VERSION_PARAM`]); results
+/// from before versions existed carry none and count as version 1.
+///
+/// History (version 1 is the state when versions were introduced):
+/// none yet.
+pub const VERSIONS: [(&str, u32); 7] =
+    [("fork", 1), ("dbench", 1), ("tbench", 1), ("kbuild", 1), ("sdet", 1), ("hackbench", 1), ("contest", 1)];
+
+/// The version this build runs of workload `name`, if it is one.
+pub fn version(name: &str) -> Option<u32> {
+    VERSIONS.iter().find(|(n, _)| *n == name).map(|&(_, v)| v)
+}
+
+/// Prepares the workload `name` with `params`. A `version` among them must
+/// be the one this build runs (a suite may pin it); it is not passed on.
 pub fn prepare(
     name: &str,
     params: &serde_json::Map<String, serde_json::Value>,
     ctx: &RunContext,
 ) -> Result<Box<dyn Workload>, WorkloadError> {
+    let runs = version(name).ok_or_else(|| WorkloadError::Unknown(name.to_string()))?;
+    if let Some(asked) = params.get(VERSION_PARAM) {
+        if asked.as_u64() != Some(u64::from(runs)) {
+            return Err(WorkloadError::Version { workload: name.to_string(), asked: asked.clone(), runs });
+        }
+    }
+    let params = &params_without_version(params);
     match name {
         "fork" => Ok(Box::new(fork::Fork::new(parse_params("fork", params)?, ctx))),
         "dbench" => Ok(Box::new(dbench::Dbench::new(parse_params("dbench", params)?, ctx)?)),
@@ -79,6 +104,25 @@ mod tests {
 
     fn ctx() -> RunContext {
         RunContext::new(1, std::env::temp_dir())
+    }
+
+    #[test]
+    fn every_workload_has_a_version_and_a_suite_may_pin_only_the_one_that_runs() {
+        assert_eq!(VERSIONS.map(|(n, _)| n), NAMES, "a version per workload, in the registry's order");
+        let runs = version("fork").unwrap();
+        let mut p = serde_json::Map::new();
+        p.insert("count".into(), 5.into());
+        p.insert(VERSION_PARAM.into(), runs.into());
+        let w = prepare("fork", &p, &ctx()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(w.params().get("count"), Some(&5.into()));
+        p.insert(VERSION_PARAM.into(), (runs + 1).into());
+        let e = prepare("fork", &p, &ctx()).err().unwrap().to_string();
+        assert!(
+            e.contains(&format!("version {runs} in this bootbench, but the suite asks for version {}", runs + 1)),
+            "{e}"
+        );
+        p.insert(VERSION_PARAM.into(), "latest".into());
+        assert!(matches!(prepare("fork", &p, &ctx()), Err(WorkloadError::Version { .. })));
     }
 
     #[test]

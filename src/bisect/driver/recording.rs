@@ -54,6 +54,22 @@ pub enum DriverError {
         /// The last try's classification in words: where and what.
         detail: String,
     },
+    /// A boot ran another version of the metric's workload than the boots
+    /// before it (the image was rebuilt by another bootbench): its numbers
+    /// cannot be set against theirs.
+    #[error("boot {boot} of {commit} ran {workload} version {got}, but earlier boots of this bisection ran version {want}: different versions measure different things, so they are never compared. Start a new bisection with this bootbench, or resume with the one that started it")]
+    MixedVersions {
+        /// 1-based number of the boot in the bisection.
+        boot: usize,
+        /// The commit booted.
+        commit: String,
+        /// The workload.
+        workload: String,
+        /// Its version in this boot.
+        got: u32,
+        /// Its version in the earlier boots.
+        want: u32,
+    },
     /// The state says the bisection is over.
     #[error("the bisection has finished; start a new one to bisect again")]
     Finished,
@@ -169,6 +185,7 @@ impl<'a, L: Lab, H: History, J: Journal> Driver<'a, L, H, J> {
             iterations: obs.iterations,
             wall_s: obs.wall_s,
             at: now(),
+            workload_version: obs.workload_version,
         };
         let what = match role {
             Role::GoodReference => "good end".to_string(),
@@ -221,6 +238,7 @@ impl<'a, L: Lab, H: History, J: Journal> Driver<'a, L, H, J> {
         loop {
             let obs = self.lab.boot(commit, build, index)?;
             if obs.classification != "init_panic" {
+                self.check_same_version(commit, index, &obs)?;
                 return Ok(obs);
             }
             let detail = obs.detail.clone().unwrap_or_else(|| "init_panic".into());
@@ -241,6 +259,18 @@ impl<'a, L: Lab, H: History, J: Journal> Driver<'a, L, H, J> {
             }
             attempt += 1;
         }
+    }
+
+    /// Refuses a boot whose workload version differs from the earlier
+    /// boots' (before it enters the state, so a resume boots again).
+    fn check_same_version(&self, commit: &str, index: usize, obs: &BootObservation) -> Result<(), DriverError> {
+        let Some(got) = obs.workload_version else { return Ok(()) };
+        let Some(want) = self.state.boots.iter().find_map(|b| b.workload_version) else { return Ok(()) };
+        if got == want {
+            return Ok(());
+        }
+        let workload = self.state.plan.metric.split('.').next().unwrap_or_default().to_string();
+        Err(DriverError::MixedVersions { boot: index + 1, commit: commit.to_string(), workload, got, want })
     }
 
     pub(super) fn end_of(&self, role: Role) -> (String, &'static str) {

@@ -28,7 +28,7 @@ use crate::compare::samples::canonical_json;
 use crate::results::BootRecord;
 use crate::stats::SampleSummary;
 use loads::schema::{Iteration, StorageInfo, WorkloadResult};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub use model::{
     Column, ContestReport, ContestReportError, ExcludedBoot, InputBoot, KernelInput, KernelSummary, RatioBase,
@@ -419,12 +419,37 @@ fn pick_baseline(kernels: &[KernelBoots], asked: Option<&str>) -> Result<usize, 
     }
 }
 
+/// Refuses boots of different contest versions (see
+/// `loads::workloads::VERSIONS`), naming each version and who ran it.
+fn check_one_version(kernels: &[KernelBoots]) -> Result<(), ContestReportError> {
+    let mut by_version: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for k in kernels {
+        for c in &k.counted {
+            for w in &c.workloads {
+                let v = crate::compare::compat::version_text(loads::workload::version_in(&w.params));
+                let who = format!("{} {}", k.input.name, k.place(c.boot, None));
+                let list = by_version.entry(v).or_default();
+                if !list.contains(&who) {
+                    list.push(who);
+                }
+            }
+        }
+    }
+    if by_version.len() < 2 {
+        return Ok(());
+    }
+    let versions: Vec<String> =
+        by_version.iter().map(|(v, who)| format!("version {v} in {}", who.join(", "))).collect();
+    Err(ContestReportError::MixedVersions { versions: versions.join("; ") })
+}
+
 /// Parameters that decide the figures: all but the row selection, since
 /// running fewer rows does not change how long one row's build takes.
 fn timing_params(canonical: &str) -> String {
     match serde_json::from_str::<serde_json::Value>(canonical) {
         Ok(serde_json::Value::Object(mut m)) => {
             m.remove("rows");
+            m.remove(loads::workload::VERSION_PARAM);
             canonical_json(&serde_json::Value::Object(m))
         }
         _ => canonical.to_string(),
@@ -480,6 +505,7 @@ pub fn build(inputs: &[KernelInput], settings: &Settings) -> Result<ContestRepor
         let several_origins = distinct(input.boots.iter().map(|b| &b.origin)).len() > 1;
         kernels.push(KernelBoots { input, counted, several_origins });
     }
+    check_one_version(&kernels)?;
     let base_index = pick_baseline(&kernels, settings.baseline.as_deref())?;
     let mut warnings = Vec::new();
     for k in kernels.iter().filter(|k| k.counted.is_empty()) {

@@ -28,6 +28,12 @@ pub enum ContestReportError {
         /// Each boot and why it does not count.
         why: String,
     },
+    /// The boots ran different versions of contest.
+    #[error("contest ran in different versions: {versions}; different versions measure different things, so they are never tabled together (rerun with the same bootbench)")]
+    MixedVersions {
+        /// Each version with the kernels (and boots) that ran it.
+        versions: String,
+    },
     /// No kernel has a usable contest boot.
     #[error("no kernel has a usable contest boot")]
     NothingToTable,

@@ -354,3 +354,24 @@ fn storage_line_names_a_zram_swap() {
         "ext4 on /dev/vda (2048 MiB), scheduler bfq, no swap disk, zram swap /dev/zram0 (128 MiB, lzo-rle, used first)"
     );
 }
+
+#[test]
+fn boots_of_different_contest_versions_are_refused_naming_each() {
+    // Version 1 written out is the same as none (results from before
+    // versions): tabled together.
+    let mut kernels = two_kernels();
+    for b in &mut kernels[1].boots {
+        b.record.result.as_mut().unwrap().workloads[0].params.insert("version".into(), 1.into());
+    }
+    assert!(build(&kernels, &settings(RatioBase::Baseline)).is_ok());
+    for b in &mut kernels[1].boots {
+        b.record.result.as_mut().unwrap().workloads[0].params.insert("version".into(), 2.into());
+    }
+    let e = build(&kernels, &settings(RatioBase::Baseline)).unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "contest ran in different versions: version 1 in base boot #0, base boot #2; version 2 in cand boot #1"
+        ),
+        "{e}"
+    );
+}
