@@ -118,17 +118,49 @@ fn sdet_levels_report_throughput_and_failures_name_the_command() {
     assert_no_children();
 }
 
+/// This process's read(2) calls so far by the kernel's count (`syscr`
+/// in /proc/self/io), with those of its ended threads and reaped
+/// children; the read that takes the count is not in it.
+fn reads_so_far() -> u64 {
+    use std::io::Read;
+    let mut text = [0u8; 4096];
+    let n = std::fs::File::open("/proc/self/io").unwrap().read(&mut text).unwrap();
+    let text = std::str::from_utf8(&text[..n]).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("syscr:"))
+        .expect("no syscr: CONFIG_TASK_IO_ACCOUNTING")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 #[test]
-fn hackbench_all_modes() {
+fn hackbench_reads_each_message_by_itself_and_reports_its_children_s_switches() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let d = tempfile::tempdir().unwrap();
     let p = params(serde_json::json!({"groups": 2, "loops": 10}));
     let mut w = workloads::prepare("hackbench", &p, &ctx(d.path())).unwrap();
+    let (reads_before, children_before) = (reads_so_far(), loads::reap::children());
     let it = w.run_iteration().unwrap();
+    let (reads, children) = (reads_so_far() - reads_before - 1, loads::reap::children().since(&children_before));
+    let (tasks, messages) = (2 * 20 * 2, 2 * 20 * 20 * 10);
+    assert_eq!(it.detail["tasks"], tasks);
+    assert_eq!(it.detail["messages"], messages);
+    // Four modes, each one read per message (hackbench's receiver) plus
+    // at most one per task for the ready bytes. Receivers that read what
+    // is queued in one go make a fraction of that.
+    assert!(reads >= 4 * messages && reads <= 4 * (messages + tasks), "{reads} reads for 4 × {messages} messages");
+    // The process modes' switches are those of their tasks, all reaped
+    // children of this process: the kernel's RUSAGE_CHILDREN.
+    let processes = |what: &str| -> u64 {
+        ["pipe_process", "socket_process"].iter().map(|m| it.detail[&format!("{what}_{m}")].as_u64().unwrap()).sum()
+    };
+    assert_eq!(processes("voluntary_switches"), children.voluntary_switches);
+    assert_eq!(processes("involuntary_switches"), children.involuntary_switches);
     for m in ["pipe_process", "pipe_thread", "socket_process", "socket_thread"] {
-        assert!(it.metrics[&format!("time_{m}")].value > 0.0, "{m}");
+        let t = &it.metrics[&format!("time_{m}")];
+        assert!(t.value > 0.0 && t.unit == "s" && t.better == loads::schema::Better::Lower, "{m}: {t:?}");
+        assert!(it.detail[&format!("voluntary_switches_{m}")].as_u64().unwrap() > 0, "{m}");
     }
-    assert_eq!(it.detail["tasks"], 80);
-    assert_eq!(it.detail["messages"], 2 * 20 * 20 * 10);
     assert_no_children();
 }

@@ -1,14 +1,23 @@
 //! `hackbench`: the scheduler and IPC stress of Rusty Russell's hackbench
 //! (as in rt-tests and `perf bench sched messaging`). Groups of `fds`
 //! senders and `fds` receivers; each sender writes `loops` messages of
-//! `datasize` bytes to every receiver of its group, each receiver reads
-//! `fds × loops` messages, over pipes or AF_UNIX stream socketpairs, with
-//! the tasks as processes (fork) or threads. All tasks first report ready
-//! and wait on a shared wake pipe; the time runs from the wake-up until
-//! the last task is reaped. hackbench's defaults: 10 groups, 20 fds, 100
-//! loops, 100 bytes. Unlike hackbench, every receiver also checks that it
-//! got exactly its messages and then end-of-file. Owns the task topology
-//! and its timing; must not run anything between wake-up and reaping.
+//! `datasize` bytes to every receiver of its group, over pipes or AF_UNIX
+//! stream socketpairs, with the tasks as processes (fork) or threads. All
+//! tasks first report ready and wait on a shared wake pipe; the time runs
+//! from the wake-up until the last task is reaped. hackbench's defaults:
+//! 10 groups, 20 fds, 100 loops, 100 bytes.
+//!
+//! Each receiver reads its `fds × loops` messages as hackbench does: every
+//! read asks for what is left of the current message, so one read never
+//! takes two messages (a 100-byte message is one read, however many are
+//! queued), and after the last one the receiver exits without waiting for
+//! end-of-file.
+//! Unlike hackbench, end-of-file before the last message is an error
+//! (hackbench would spin). An excess at one receiver cannot be seen without
+//! a read hackbench does not make, but it would be a shortfall at another
+//! (senders write all their bytes or fail), so that check costs no system
+//! call. Owns the task topology and its timing; must not run anything
+//! between wake-up and reaping.
 
 use crate::reap::{self, Usage};
 use crate::schema::{Iteration, Metric};
@@ -121,7 +130,6 @@ pub enum HackbenchError {
 
 /// Exit codes of process-mode tasks.
 const EXIT_SHORT: i32 = 3;
-const EXIT_EXTRA: i32 = 4;
 const EXIT_IO: i32 = 5;
 const EXIT_READY: i32 = 6;
 
@@ -196,35 +204,37 @@ fn send_all(out: &[RawFd], loops: u32, buf: &[u8]) -> bool {
     true
 }
 
-/// Reads until `expected` bytes arrived, then expects end-of-file.
-/// Returns 0, or the EXIT_* code of what went wrong.
-fn receive_all(fd: RawFd, expected: u64, buf: &mut [u8]) -> i32 {
-    let mut got = 0u64;
-    loop {
-        let want = if got < expected { ((expected - got) as usize).min(buf.len()) } else { buf.len() };
-        let chunk = buf.get_mut(..want.max(1)).unwrap_or_default();
-        // SAFETY: reading into a live buffer from an fd the caller owns.
-        let n = unsafe { libc::read(fd, chunk.as_mut_ptr().cast(), chunk.len()) };
-        if n < 0 {
-            if nix::Error::last() == nix::Error::EINTR {
-                continue;
+/// Reads `messages` messages of `msg.len()` bytes, as hackbench's
+/// receiver does: each read asks for what is left of the current message,
+/// so one read never takes more than one message, and the receiver
+/// returns after its last message without waiting for end-of-file.
+/// Returns 0, or the EXIT_* code of what went wrong: end-of-file before
+/// the last message is `EXIT_SHORT`.
+fn receive_all(fd: RawFd, messages: u64, msg: &mut [u8]) -> i32 {
+    for _ in 0..messages {
+        let mut done = 0;
+        while done < msg.len() {
+            let rest = msg.get_mut(done..).unwrap_or_default();
+            // SAFETY: reading into a live buffer from an fd the caller owns.
+            let n = unsafe { libc::read(fd, rest.as_mut_ptr().cast(), rest.len()) };
+            if n < 0 {
+                if nix::Error::last() == nix::Error::EINTR {
+                    continue;
+                }
+                return EXIT_IO;
             }
-            return EXIT_IO;
-        }
-        if n == 0 {
-            return if got == expected { 0 } else { EXIT_SHORT };
-        }
-        got += n as u64;
-        if got > expected {
-            return EXIT_EXTRA;
+            if n == 0 {
+                return EXIT_SHORT;
+            }
+            done += n as usize;
         }
     }
+    0
 }
 
 fn describe_exit(code: i32) -> &'static str {
     match code {
         EXIT_SHORT => "receiver got fewer messages than sent (end-of-file early)",
-        EXIT_EXTRA => "receiver got more data than was sent to it",
         EXIT_IO => "task hit an I/O error",
         EXIT_READY => "task could not report ready",
         _ => "task failed",
@@ -304,9 +314,9 @@ fn run_processes(p: &HackbenchParams, mode: Mode) -> Result<ModeStats, Hackbench
     let (wake_rx, wake_tx) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| setup("pipe", e))?;
     let (rtx, wrx) = (ready_tx.as_raw_fd(), wake_rx.as_raw_fd());
     let shared = [ready_rx.as_raw_fd(), wake_tx.as_raw_fd()];
-    let expected = u64::from(p.fds) * u64::from(p.loops) * u64::from(p.datasize);
+    let per_receiver = u64::from(p.fds) * u64::from(p.loops);
     let msg = vec![b'S'; p.datasize as usize];
-    let mut rbuf = vec![0u8; (p.datasize as usize).max(4096)];
+    let mut rbuf = vec![0u8; p.datasize as usize];
     let mut kids: Vec<Pid> = Vec::with_capacity((p.groups * p.fds * 2) as usize);
     let abort = |kids: &[Pid], e: HackbenchError| {
         reap::kill_and_reap(kids);
@@ -329,7 +339,7 @@ fn run_processes(p: &HackbenchParams, mode: Mode) -> Result<ModeStats, Hackbench
                 if !ready(rtx, wrx) {
                     return EXIT_READY;
                 }
-                receive_all(rxfd, expected, buf)
+                receive_all(rxfd, per_receiver, buf)
             });
             match r {
                 Ok(pid) => kids.push(pid),
@@ -355,8 +365,8 @@ fn run_processes(p: &HackbenchParams, mode: Mode) -> Result<ModeStats, Hackbench
                 Err(e) => return abort(&kids, setup("fork", e)),
             }
         }
-        // Only the senders hold write ends now, so receivers see EOF when
-        // their group's senders are done.
+        // Only the senders hold write ends now, so a receiver whose
+        // senders failed sees end-of-file instead of waiting forever.
         drop(txs);
     }
     drop(ready_tx);
@@ -430,7 +440,7 @@ fn run_threads(p: &HackbenchParams, mode: Mode) -> Result<ModeStats, HackbenchEr
     let (ready_rx, ready_tx) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| setup("pipe", e))?;
     let (wake_rx, wake_tx) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| setup("pipe", e))?;
     let gate = Arc::new((ready_tx, wake_rx));
-    let expected = u64::from(p.fds) * u64::from(p.loops) * u64::from(p.datasize);
+    let per_receiver = u64::from(p.fds) * u64::from(p.loops);
     let before = self_usage();
     let mut receivers = Vec::new();
     let mut senders = Vec::new();
@@ -452,12 +462,12 @@ fn run_threads(p: &HackbenchParams, mode: Mode) -> Result<ModeStats, HackbenchEr
             let g = Arc::clone(&gate);
             let dsize = p.datasize as usize;
             let r = builder().spawn(move || {
-                let mut buf = vec![0u8; dsize.max(4096)];
+                let mut buf = vec![0u8; dsize];
                 if !ready(g.0.as_raw_fd(), g.1.as_raw_fd()) {
                     return EXIT_READY;
                 }
                 drop(g);
-                receive_all(rx.as_raw_fd(), expected, &mut buf)
+                receive_all(rx.as_raw_fd(), per_receiver, &mut buf)
             });
             match r {
                 Ok(h) => receivers.push(h),
@@ -617,36 +627,128 @@ impl Workload for Hackbench {
 mod tests {
     use super::*;
 
-    fn small(modes: Vec<Mode>) -> HackbenchParams {
-        HackbenchParams { groups: 2, fds: 5, loops: 20, datasize: 100, modes }
+    /// The kernel's count of read and write system calls in the
+    /// `/proc/.../io` file at `path` (`syscr`, `syscw`), taken with one
+    /// read(2).
+    fn io_calls(path: &str) -> (u64, u64) {
+        use std::io::Read;
+        let mut text = [0u8; 4096];
+        let n = std::fs::File::open(path).unwrap().read(&mut text).unwrap();
+        let text = std::str::from_utf8(&text[..n]).unwrap();
+        let field = |key: &str| -> u64 {
+            let line = text.lines().find_map(|l| l.strip_prefix(key));
+            line.unwrap_or_else(|| panic!("{path} has no {key} (CONFIG_TASK_IO_ACCOUNTING)")).trim().parse().unwrap()
+        };
+        (field("syscr:"), field("syscw:"))
+    }
+
+    /// The read system calls this thread makes in `f`, by the kernel's
+    /// count (less the one read that takes each count).
+    fn reads_in(f: impl FnOnce()) -> u64 {
+        let before = io_calls("/proc/thread-self/io").0;
+        f();
+        io_calls("/proc/thread-self/io").0 - before - 1
     }
 
     #[test]
-    fn every_mode_delivers_every_message() {
-        for mode in HackbenchParams::default().modes {
-            let s = run_mode(&small(vec![mode]), mode).unwrap();
-            assert_eq!(s.tasks, 20, "{mode:?}");
-            assert_eq!(s.messages, 2 * 5 * 5 * 20, "{mode:?}");
-            assert!(s.elapsed_s > 0.0);
-            assert!(s.usage.voluntary_switches + s.usage.involuntary_switches > 0, "{mode:?}: {:?}", s.usage);
+    fn a_receiver_reads_one_message_per_read_and_stops_after_the_last() {
+        assert_eq!(reads_in(|| {}), 0, "the read counter's own reads are not taken off right");
+        for mode in [Mode::PipeProcess, Mode::SocketProcess] {
+            let (rx, tx) = fdpair(mode).unwrap();
+            // All five messages are queued before the first read, and the
+            // write end stays open: waiting for end-of-file would be
+            // EAGAIN on the non-blocking read end (EXIT_IO), not a hang.
+            assert!(send_all(&[tx.as_raw_fd()], 5, &[b'S'; 100]));
+            nix::fcntl::fcntl(&rx, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK)).unwrap();
+            let mut msg = [0u8; 100];
+            let mut code = -1;
+            let reads = reads_in(|| code = receive_all(rx.as_raw_fd(), 5, &mut msg));
+            assert_eq!((code, reads), (0, 5), "{mode:?}: exit code and read(2) calls for 5 queued messages");
         }
     }
 
     #[test]
-    fn receiver_checks_exact_counts() {
+    fn a_read_never_takes_more_than_the_rest_of_its_message() {
+        for mode in [Mode::PipeProcess, Mode::SocketProcess] {
+            let (rx, tx) = fdpair(mode).unwrap();
+            // Two and a half messages of 4 bytes, the first split over two
+            // writes.
+            assert!(send_all(&[tx.as_raw_fd()], 1, b"ab"));
+            assert!(send_all(&[tx.as_raw_fd()], 1, b"cdefghij"));
+            let mut msg = [0u8; 4];
+            assert_eq!(receive_all(rx.as_raw_fd(), 2, &mut msg), 0, "{mode:?}");
+            assert_eq!(&msg, b"efgh", "{mode:?}");
+            // What follows the receiver's messages stays queued.
+            let mut rest = [0u8; 16];
+            assert_eq!(nix::unistd::read(&rx, &mut rest), Ok(2), "{mode:?}");
+            assert_eq!(&rest[..2], b"ij", "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn a_receiver_reports_end_of_file_before_its_last_message() {
+        for (sent, mode) in [(&b"abcd"[..], Mode::PipeThread), (&b"abcdef"[..], Mode::SocketThread)] {
+            let (rx, tx) = fdpair(mode).unwrap();
+            assert!(send_all(&[tx.as_raw_fd()], 1, sent));
+            drop(tx);
+            assert_eq!(receive_all(rx.as_raw_fd(), 2, &mut [0u8; 4]), EXIT_SHORT, "{mode:?}");
+        }
         let (rx, tx) = fdpair(Mode::PipeProcess).unwrap();
         assert!(send_all(&[tx.as_raw_fd()], 3, b"abcd"));
         drop(tx);
-        let mut buf = vec![0; 4096];
-        assert_eq!(receive_all(rx.as_raw_fd(), 12, &mut buf), 0);
-        let (rx, tx) = fdpair(Mode::SocketThread).unwrap();
-        assert!(send_all(&[tx.as_raw_fd()], 3, b"abcd"));
-        drop(tx);
-        assert_eq!(receive_all(rx.as_raw_fd(), 8, &mut buf), EXIT_EXTRA);
-        let (rx, tx) = fdpair(Mode::PipeThread).unwrap();
-        assert!(send_all(&[tx.as_raw_fd()], 1, b"abcd"));
-        drop(tx);
-        assert_eq!(receive_all(rx.as_raw_fd(), 8, &mut buf), EXIT_SHORT);
+        assert_eq!(receive_all(rx.as_raw_fd(), 3, &mut [0u8; 4]), 0);
+    }
+
+    /// Runs `mode` in a child process and returns its exit status and
+    /// the kernel's count of read and write system calls made by it, its
+    /// threads and the children it reaped, taken while it is a zombie.
+    fn run_mode_in_child(p: &HackbenchParams, mode: Mode) -> (i32, u64, u64) {
+        let (tasks, messages) = (2 * p.groups * p.fds, p.groups * p.fds * p.fds * p.loops);
+        // SAFETY: the child only runs the workload (whose process modes
+        // fork the test process the same way; glibc's allocator is
+        // fork-safe) and `_exit`s.
+        match unsafe { fork() }.unwrap() {
+            ForkResult::Child => {
+                let code = match run_mode(p, mode) {
+                    Ok(s) if s.tasks == u64::from(tasks) && s.messages == u64::from(messages) => 0,
+                    Ok(_) => 2,
+                    Err(_) => 1,
+                };
+                unsafe { libc::_exit(code) }
+            }
+            ForkResult::Parent { child } => {
+                // SAFETY: zeroed siginfo is valid; waitid fills it. WNOWAIT
+                // leaves the child a zombie, whose io file still reads.
+                let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+                let flags = libc::WEXITED | libc::WNOWAIT;
+                assert_eq!(unsafe { libc::waitid(libc::P_PID, child.as_raw() as libc::id_t, &mut info, flags) }, 0);
+                let (reads, writes) = io_calls(&format!("/proc/{child}/io"));
+                let status = match reap::wait_pid(child).unwrap().exit {
+                    reap::Exit::Code(c) => c,
+                    other => panic!("{mode:?}: {other}"),
+                };
+                (status, reads, writes)
+            }
+        }
+    }
+
+    #[test]
+    fn every_mode_makes_one_read_and_one_write_per_message_by_the_kernel_s_count() {
+        let p = HackbenchParams { groups: 2, fds: 5, loops: 50, datasize: 100, modes: vec![] };
+        let (tasks, messages) = (20, 2 * 5 * 5 * 50);
+        for mode in HackbenchParams::default().modes {
+            let (status, reads, writes) = run_mode_in_child(&p, mode);
+            assert_eq!(status, 0, "{mode:?}: the run failed or miscounted tasks or messages");
+            // Each 100-byte write is whole (below PIPE_BUF, one socket
+            // buffer), so every message is one read and one write. Besides
+            // those: each task writes `ready` once, the parent writes the
+            // wake-up once and reads the ready bytes in 1 to `tasks` reads.
+            assert_eq!(writes, messages + tasks + 1, "{mode:?}: write(2) calls");
+            assert!(
+                reads > messages && reads <= messages + tasks,
+                "{mode:?}: {reads} read(2) calls for {messages} messages; hackbench reads each message by itself"
+            );
+        }
     }
 
     #[test]
