@@ -504,6 +504,10 @@ pub fn debian_warmup_s(seconds: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use loads::workloads::nbench::loadfile::Loadfile;
+    use loads::workloads::nbench::tcp_wire::{WireClient, MEASURED_TBENCH_4_0, SETUP_EXCHANGE};
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
 
     const DBENCH_OUT: &str = "dbench version 4.00 - Copyright Andrew Tridgell 1999-2004
 
@@ -567,6 +571,181 @@ Throughput 660.686 MB/sec  2 clients  2 procs  max_latency=31.970 ms
         assert_eq!(first_missing(&[Bench::Dbench], None), Some("dbench"));
         let e = NbenchCompatError::MissingProgram { program: "tbench_srv" }.to_string();
         assert!(e.contains("tbench_srv") && e.contains("`dbench` package"), "{e}");
+    }
+
+    /// One (request, reply) exchange's bytes.
+    type Exchange = (u32, u32);
+
+    /// One tbench message whole: a 4-byte big-endian length, then that
+    /// many bytes. `None` at the end of the stream.
+    fn read_message(from: &mut TcpStream) -> Option<Vec<u8>> {
+        let mut msg = vec![0u8; 4];
+        from.read_exact(&mut msg).ok()?;
+        let n = u32::from_be_bytes([msg[0], msg[1], msg[2], msg[3]]) as usize;
+        msg.resize(4 + n, 0);
+        from.read_exact(&mut msg[4..]).ok()?;
+        Some(msg)
+    }
+
+    /// Carries one connection's exchanges to its end and returns their
+    /// bytes (the first 10,000): relayed to `upstream`, or answered here as
+    /// `tbench_srv` answers (with the length the request's second word
+    /// asks for). Counts whole messages, however the sockets split them.
+    fn record(mut conn: TcpStream, mut upstream: Option<TcpStream>) -> Vec<Exchange> {
+        conn.set_nodelay(true).unwrap();
+        let mut seen = Vec::new();
+        while let Some(request) = read_message(&mut conn) {
+            let reply = match upstream.as_mut() {
+                Some(up) => {
+                    up.write_all(&request).unwrap();
+                    read_message(up).expect("tbench_srv closed the connection mid-exchange")
+                }
+                None => {
+                    let n = request.get(4..8).map_or(0, |w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+                    let mut reply = vec![0u8; 4 + n as usize];
+                    reply[..4].copy_from_slice(&n.to_be_bytes());
+                    reply
+                }
+            };
+            if conn.write_all(&reply).is_err() {
+                break;
+            }
+            if seen.len() < 10_000 {
+                seen.push((request.len() as u32, reply.len() as u32));
+            }
+        }
+        seen
+    }
+
+    /// Splits a client's exchanges into what each of `ops` operation lines
+    /// sent, for a loadfile that puts a Flush before each: the setup
+    /// exchange comes first, then the Flush's exchange marks where each
+    /// line's (none or some) begin. `None` when fewer than a pass and a
+    /// marker were seen.
+    fn per_operation(seen: &[Exchange], ops: usize) -> Option<(Exchange, Vec<Vec<Exchange>>)> {
+        let marker = *seen.get(1)?;
+        let mut groups: Vec<Vec<Exchange>> = Vec::new();
+        for &x in &seen[1..] {
+            if x == marker {
+                groups.push(Vec::new());
+            } else {
+                groups.last_mut()?.push(x);
+            }
+        }
+        // The last line's group ends at the next pass's first marker.
+        (groups.len() > ops).then(|| (marker, groups.into_iter().take(ops).collect()))
+    }
+
+    /// Runs `cmd` to its end within `limit`, killing it past that.
+    fn run_bounded(cmd: &mut Command, limit: Duration) -> String {
+        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = out.read_to_string(&mut text);
+            text
+        });
+        let t0 = Instant::now();
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            if t0.elapsed() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("`{}` ran over {limit:?}", describe(cmd));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let text = reader.join().unwrap();
+        assert!(status.success(), "`{}` failed ({status}):\n{}", describe(cmd), tail(&text, 15));
+        text
+    }
+
+    /// tbench's wire, measured per operation on this machine: Debian's
+    /// `tbench` (against a recorder in `tbench_srv`'s place, on its fixed
+    /// port) and ours (through a recording relay to Debian's `tbench_srv`)
+    /// replay the lines of `MEASURED_TBENCH_4_0`, each after a Flush as a
+    /// marker. Both must send what the table says. Prints the table
+    /// (`--nocapture`). Run with `cargo test --release -p bootbench --lib
+    /// tbench_wire -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "runs Debian's tbench and tbench_srv (package dbench) on 127.0.0.1:7003"]
+    fn tbench_wire_matches_debians_per_operation() {
+        if let Some(program) = first_missing(&[Bench::Tbench], std::env::var_os("PATH").as_deref()) {
+            panic!("{}", NbenchCompatError::MissingProgram { program });
+        }
+        const FLUSH: &str = "Flush 1 NT_STATUS_OK";
+        let ops: Vec<(&str, Option<Exchange>)> =
+            MEASURED_TBENCH_4_0.iter().copied().filter(|(line, _)| *line != FLUSH).collect();
+        let flush = MEASURED_TBENCH_4_0.iter().find(|(line, _)| *line == FLUSH).and_then(|(_, m)| *m);
+        let text: String = ops.iter().flat_map(|(line, _)| [FLUSH, "\n", line, "\n"]).collect();
+        let tmp = tempfile::tempdir().unwrap();
+        let loadfile = tmp.path().join("one-of-each.txt");
+        std::fs::write(&loadfile, &text).unwrap();
+
+        // Debian's client, against a recorder on tbench_srv's port.
+        let listener = TcpListener::bind(("127.0.0.1", TBENCH_PORT))
+            .unwrap_or_else(|e| panic!("127.0.0.1:{TBENCH_PORT} (tbench's fixed port) is not free: {e}"));
+        let recorder = std::thread::spawn(move || record(listener.accept().unwrap().0, None));
+        let mut cmd = Command::new("tbench");
+        cmd.current_dir(tmp.path()).arg("-c").arg(&loadfile).args(["-t", "1", "1", "127.0.0.1"]);
+        run_bounded(&mut cmd, Duration::from_secs(60));
+        let debian = recorder.join().unwrap();
+
+        // Ours, through a relay to Debian's tbench_srv.
+        let ours = {
+            let _server = Server::start().unwrap();
+            let relay = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+            let addr = relay.local_addr().unwrap();
+            let relayed = std::thread::spawn(move || {
+                let conn = relay.accept().unwrap().0;
+                let up = TcpStream::connect(("127.0.0.1", TBENCH_PORT)).unwrap();
+                up.set_nodelay(true).unwrap();
+                record(conn, Some(up))
+            });
+            let lf = Loadfile::parse("one-of-each", text.as_bytes()).unwrap();
+            let mut client = WireClient::connect(addr, 0, lf.max_io_size()).unwrap();
+            for _pass in 0..2 {
+                for line in &lf.lines {
+                    client.execute(line).unwrap();
+                }
+            }
+            client.close();
+            relayed.join().unwrap()
+        };
+
+        let (d_flush, d_ops) = per_operation(&debian, ops.len()).unwrap_or_else(|| panic!("Debian's: {debian:?}"));
+        let (o_flush, o_ops) = per_operation(&ours, ops.len()).unwrap_or_else(|| panic!("ours: {ours:?}"));
+        let shown = |g: &[Exchange]| match g {
+            [] => "nothing".to_string(),
+            _ => g.iter().map(|(s, r)| format!("({s}, {r})")).collect::<Vec<_>>().join(" "),
+        };
+        println!("{:<88} {:>12} {:>12}", "operation (client 0)", "Debian's", "ours");
+        println!("{:<88} {:>12} {:>12}", "setup", shown(&debian[..1]), shown(&ours[..1]));
+        println!("{:<88} {:>12} {:>12}", FLUSH, shown(&[d_flush]), shown(&[o_flush]));
+        for (((line, _), d), o) in ops.iter().zip(&d_ops).zip(&o_ops) {
+            println!("{line:<88} {:>12} {:>12}", shown(d), shown(o));
+        }
+        let table = |setup: Exchange, flush: Exchange, groups: &[Vec<Exchange>]| {
+            let mut rows = vec![("setup", vec![setup]), (FLUSH, vec![flush])];
+            rows.extend(ops.iter().map(|(line, _)| *line).zip(groups.iter().cloned()));
+            rows
+        };
+        let measured: Vec<Vec<Exchange>> = ops.iter().map(|(_, m)| m.iter().copied().collect()).collect();
+        let want = table(SETUP_EXCHANGE, flush.expect("Flush sends something"), &measured);
+        let differences = |got: Vec<(&str, Vec<Exchange>)>| -> String {
+            got.iter()
+                .zip(&want)
+                .filter(|(g, w)| g != w)
+                .map(|((line, g), (_, w))| format!("{line}: {}, measured {}", shown(g), shown(w)))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let debian_differs = differences(table(debian[0], d_flush, &d_ops));
+        assert!(debian_differs.is_empty(), "Debian's tbench no longer sends what was measured:\n{debian_differs}");
+        let ours_differs = differences(table(ours[0], o_flush, &o_ops));
+        assert!(ours_differs.is_empty(), "ours does not send what Debian's tbench sends:\n{ours_differs}");
     }
 
     #[test]

@@ -117,7 +117,27 @@ mod tests {
         assert_eq!(it.detail["clients"], serde_json::json!(2));
         let ops = it.detail["ops"].as_object().unwrap();
         assert!(ops["ReadX"]["count"].as_u64().unwrap() > 0, "{ops:?}");
-        assert!(!ops.contains_key("Mkdir"), "Mkdir sends nothing, like tbench");
+        assert!(!ops.contains_key("Deltree"), "Deltree sends nothing, like tbench");
+    }
+
+    #[test]
+    fn reads_count_the_bytes_they_returned() {
+        // tbench counts a ReadX's ret_size (what its reply carries), a
+        // WriteX's size.
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("reads.txt");
+        std::fs::write(&path, "ReadX 1 0 65536 1000 NT_STATUS_OK\nWriteX 1 0 4096 10 NT_STATUS_OK\n").unwrap();
+        let it = run(NbenchParams {
+            clients: 1,
+            duration_s: 0.3,
+            warmup_s: 0.0,
+            loadfile: path.display().to_string(),
+            ..Default::default()
+        });
+        let ops = it.detail["ops"].as_object().unwrap();
+        let (reads, writes) = (ops["ReadX"]["count"].as_u64().unwrap(), ops["WriteX"]["count"].as_u64().unwrap());
+        assert!(reads > 0, "{ops:?}");
+        assert_eq!(it.detail["bytes"], serde_json::json!(reads * 1000 + writes * 4096));
     }
 
     #[test]

@@ -42,11 +42,17 @@ pub trait Replayer {
     /// Carries out one line (`Sleep` and timestamps are the driver's).
     fn execute(&mut self, line: &Line) -> Result<(), Self::Error>;
     /// Whether `op` does any work in this replayer. Operations that do none
-    /// (tbench sends nothing for Mkdir) are skipped: neither timed nor
+    /// (tbench sends nothing for Deltree) are skipped: neither timed nor
     /// counted, so they cannot dilute the latency table or the operation
     /// rate.
     fn carries_out(&self, _op: &Op) -> bool {
         true
+    }
+    /// The bytes `op` adds to throughput once carried out; dbench's count
+    /// ([`Op::payload_bytes`]) unless the replayer's benchmark counts
+    /// otherwise.
+    fn payload_bytes(&self, op: &Op) -> u64 {
+        op.payload_bytes()
     }
     /// Called before each pass over the loadfile.
     fn new_pass(&mut self) {}
@@ -257,7 +263,7 @@ fn replay<R: Replayer>(r: &mut R, id: u32, lf: &Loadfile, start: u64, phases: Ph
                     if let Some(s) = rep.ops.get_mut(line.op.kind().index()) {
                         s.add(now - t0);
                     }
-                    rep.bytes += line.op.payload_bytes();
+                    rep.bytes += r.payload_bytes(&line.op);
                     rep.lines += 1;
                 }
             }
@@ -521,7 +527,7 @@ mod tests {
         fail_at: Option<u32>,
     }
 
-    /// Carries out every line but Close, as tbench carries out no Mkdir.
+    /// Carries out every line but Close, as tbench carries out no Deltree.
     struct NoClose;
 
     impl Replayer for NoClose {
@@ -534,6 +540,20 @@ mod tests {
         }
         fn carries_out(&self, op: &Op) -> bool {
             op.kind() != OpKind::Close
+        }
+    }
+
+    /// Carries out every line and counts 7 bytes for each, as tbench
+    /// counts other bytes than dbench.
+    struct SevenBytes;
+
+    impl Replayer for SevenBytes {
+        type Error = FakeError;
+        fn execute(&mut self, _line: &Line) -> Result<(), FakeError> {
+            Ok(())
+        }
+        fn payload_bytes(&self, _op: &Op) -> u64 {
+            7
         }
     }
 
@@ -587,6 +607,16 @@ mod tests {
         let c = &out.clients[0];
         assert_eq!(c.error, None);
         assert_eq!(c.lines, ops[OpKind::ReadX.index()].count + ops[OpKind::WriteX.index()].count);
+        assert_eq!(c.bytes, ops[OpKind::ReadX.index()].count * 1000 + ops[OpKind::WriteX.index()].count * 500);
+    }
+
+    #[test]
+    fn the_replayer_says_which_bytes_count() {
+        let phases = Phases { warmup: Duration::ZERO, measure: Duration::from_millis(100) };
+        let out = run_clients(1, phases, &lf(), |_| Ok::<_, FakeError>(SevenBytes)).unwrap();
+        let c = &out.clients[0];
+        assert!(c.lines > 0, "{c:?}");
+        assert_eq!(c.bytes, 7 * c.lines);
     }
 
     #[test]

@@ -340,7 +340,8 @@ impl Op {
     }
 
     /// Bytes this operation moves, as dbench counts throughput: the
-    /// requested size of every ReadX and WriteX.
+    /// requested size of every ReadX and WriteX (tbench counts a ReadX's
+    /// `ret_size` instead).
     pub fn payload_bytes(&self) -> u64 {
         match self {
             Op::ReadX { size, .. } | Op::WriteX { size, .. } => u64::from(*size),
