@@ -3,7 +3,7 @@
 //! machine (else a prominent warning, since a different vCPU count, accel
 //! mode or arch can pass for a kernel difference).
 
-use super::samples::{GroupSamples, WorkloadKey};
+use super::samples::{version_text, GroupSamples, WorkloadKey};
 use crate::results::BootRecord;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -61,11 +61,6 @@ pub enum CompatError {
         /// Group that lacks it.
         lacks: String,
     },
-}
-
-/// A version as messages show it.
-pub fn version_text(v: Option<u32>) -> String {
-    v.map_or_else(|| "unreadable".to_string(), |v| v.to_string())
 }
 
 fn versions_by_name(ws: &BTreeSet<WorkloadKey>) -> BTreeMap<&str, BTreeSet<Option<u32>>> {

@@ -130,6 +130,11 @@ pub struct WorkloadKey {
     pub params: String,
 }
 
+/// A workload version as messages show it.
+pub fn version_text(v: Option<u32>) -> String {
+    v.map_or_else(|| "unreadable".to_string(), |v| v.to_string())
+}
+
 impl WorkloadKey {
     /// The key of a workload result.
     pub fn of(w: &loads::schema::WorkloadResult) -> WorkloadKey {
@@ -147,7 +152,7 @@ impl std::fmt::Display for WorkloadKey {
         write!(f, "{}", self.name)?;
         // Version 1 (or none, which is the same) goes without saying.
         if self.version != Some(loads::workload::UNVERSIONED) {
-            write!(f, " (version {})", super::compat::version_text(self.version))?;
+            write!(f, " (version {})", version_text(self.version))?;
         }
         if self.params != "{}" {
             write!(f, " {}", self.params)?;
@@ -426,9 +431,9 @@ fn compare_keys(
                 group: group.into(),
                 boot,
                 name: k.workload.name.clone(),
-                got: super::compat::version_text(g.workload.version),
+                got: version_text(g.workload.version),
                 seen_in,
-                want: super::compat::version_text(k.workload.version),
+                want: version_text(k.workload.version),
             });
         }
         let workload_present = got.iter().any(|g| g.workload == k.workload);

@@ -322,8 +322,19 @@ fn log_tail(path: &Path) -> String {
 /// syncs, and times one build with `limit` jobs, running the applets from
 /// `applet_exe`. On failure nothing of the build is left running.
 pub fn build_once(tree: &SourceTree, limit: JobLimit, applet_exe: &Path) -> Result<BuildStats, BuildError> {
+    prepare_build(tree)?;
+    timed_build(tree, limit, applet_exe)
+}
+
+/// What comes before a timed build: `tree` cleaned and everything synced.
+pub fn prepare_build(tree: &SourceTree) -> Result<(), BuildError> {
     tree.clean()?;
     nix::unistd::sync();
+    Ok(())
+}
+
+/// Times one build of a `tree` already prepared ([`prepare_build`]).
+pub fn timed_build(tree: &SourceTree, limit: JobLimit, applet_exe: &Path) -> Result<BuildStats, BuildError> {
     let log_path = tree.root.join(LOG);
     let log = std::fs::File::create(&log_path).map_err(|source| BuildError::Io {
         what: "create",

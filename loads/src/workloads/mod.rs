@@ -29,9 +29,19 @@ pub const NAMES: &[&str] = &["fork", "dbench", "tbench", "kbuild", "sdet", "hack
 /// from before versions existed carry none and count as version 1.
 ///
 /// History (version 1 is the state when versions were introduced):
-/// none yet.
+/// - hackbench 2: receivers read one message per `read()` (`datasize -
+///   done` bytes) and stop after `fds × loops` messages, as upstream does
+///   (were: up to 4096 bytes per read, until end of file).
+/// - tbench 2: the wire as tbench 4.0 sends it, measured against Debian's
+///   (Mkdir sends a request and Deltree none, were swapped; a ReadX reply
+///   carries and counts `ret_size` bytes, was `size`).
+/// - contest 2: each row cleans the tree, syncs and drops the caches
+///   before the load starts (was: the sync after the load's head start,
+///   which wrote back what the load had dirtied before the build met it);
+///   Loads and LCPU% count only the build's window (were: the load's
+///   whole life, head start and stop included).
 pub const VERSIONS: [(&str, u32); 7] =
-    [("fork", 1), ("dbench", 1), ("tbench", 1), ("kbuild", 1), ("sdet", 1), ("hackbench", 1), ("contest", 1)];
+    [("fork", 1), ("dbench", 1), ("tbench", 2), ("kbuild", 1), ("sdet", 1), ("hackbench", 2), ("contest", 2)];
 
 /// The version this build runs of workload `name`, if it is one.
 pub fn version(name: &str) -> Option<u32> {

@@ -426,7 +426,7 @@ fn check_one_version(kernels: &[KernelBoots]) -> Result<(), ContestReportError> 
     for k in kernels {
         for c in &k.counted {
             for w in &c.workloads {
-                let v = crate::compare::compat::version_text(loads::workload::version_in(&w.params));
+                let v = crate::compare::samples::version_text(loads::workload::version_in(&w.params));
                 let who = format!("{} {}", k.input.name, k.place(c.boot, None));
                 let list = by_version.entry(v).or_default();
                 if !list.contains(&who) {

@@ -91,6 +91,71 @@ pub struct LoadReport {
     /// The load's process group (the leader's pid), so callers can check
     /// that nothing of it is left.
     pub pgid: i32,
+    /// What the load did while the build ran (between two [`LoadMark`]s):
+    /// contest's Loads and LCPU% cover this window only.
+    pub window: Option<LoadWindow>,
+}
+
+/// The load's counters at one moment: its work and the CPU time of its
+/// process group so far.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoadMark {
+    /// Units of work completed.
+    pub work: u64,
+    /// CPU time of the group's processes and the children they reaped, s.
+    pub cpu_s: f64,
+    /// When it was taken.
+    pub at: Instant,
+}
+
+/// What a load did between two marks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoadWindow {
+    /// Units of work completed in the window.
+    pub work: u64,
+    /// The window's length, s.
+    pub wall_s: f64,
+    /// CPU time the load's group used in it, s.
+    pub cpu_s: f64,
+    /// `cpu_s` over `wall_s`, in percent.
+    pub cpu_percent: f64,
+}
+
+impl LoadWindow {
+    /// The load's work and CPU between `from` and `to`.
+    pub fn between(from: &LoadMark, to: &LoadMark) -> LoadWindow {
+        let wall_s = to.at.saturating_duration_since(from.at).as_secs_f64();
+        let cpu_s = (to.cpu_s - from.cpu_s).max(0.0);
+        LoadWindow {
+            work: to.work.saturating_sub(from.work),
+            wall_s,
+            cpu_s,
+            cpu_percent: if wall_s > 0.0 { cpu_s / wall_s * 100.0 } else { 0.0 },
+        }
+    }
+}
+
+/// CPU time, in s, of every process in process group `pgid`, each with the
+/// children it has reaped (utime + stime + cutime + cstime of
+/// /proc/PID/stat): a process that ended and was reaped inside the group
+/// counts once, in its reaper.
+pub fn group_cpu_s(pgid: i32) -> f64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return 0.0 };
+    let mut ticks: u64 = 0;
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let Some((_, after)) = stat.rsplit_once(')') else { continue };
+        let f: Vec<&str> = after.split_whitespace().collect();
+        // After the comm: state(0) ppid(1) pgrp(2) ... utime(11) stime(12)
+        // cutime(13) cstime(14).
+        if f.get(2).and_then(|v| v.parse::<i32>().ok()) != Some(pgid) {
+            continue;
+        }
+        let t = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        ticks = ticks.saturating_add(t(11) + t(12) + t(13) + t(14));
+    }
+    ticks as f64 / crate::system_counters::user_hz() as f64
 }
 
 fn sys(load: &'static str, what: &'static str) -> impl FnOnce(nix::Error) -> LoadProcessError {
@@ -189,6 +254,11 @@ impl RunningLoad {
         }
     }
 
+    /// The load's counters now (see [`LoadWindow::between`]).
+    pub fn mark(&self) -> LoadMark {
+        LoadMark { work: self.page.work(), cpu_s: group_cpu_s(self.leader.as_raw()), at: Instant::now() }
+    }
+
     /// Stops the load: raises the flag, waits up to `grace`, then kills
     /// the group; reaps the leader and whatever of the group is left.
     pub fn stop(mut self, grace: Duration) -> Result<LoadReport, LoadProcessError> {
@@ -232,6 +302,7 @@ impl RunningLoad {
             killed,
             stop_s: ended.duration_since(asked).as_secs_f64(),
             pgid: self.leader.as_raw(),
+            window: None,
         })
     }
 }
@@ -247,6 +318,84 @@ impl Drop for RunningLoad {
                 Reaped { pid: self.leader, exit: Exit::Signal(libc::SIGKILL), usage: Default::default() },
                 Instant::now(),
             ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workloads::contest::background_loads::LoadEnv;
+
+    fn env(dir: &std::path::Path) -> LoadEnv {
+        LoadEnv {
+            dir: dir.to_path_buf(),
+            ring_procs: 2,
+            file_bytes: 1 << 20,
+            mem_bytes: 1 << 20,
+            max_oom_kills: 0,
+            tar_source: dir.join("src"),
+            tar_archive: dir.join("a.tar"),
+            read_file: dir.join("read"),
+            list_root: dir.to_path_buf(),
+            dbench_clients: 1,
+            dbench_loadfile: crate::workloads::nbench::builtin_loadfile::builtin().unwrap(),
+        }
+    }
+
+    /// contest's Loads and LCPU% are the build's window only: a load that
+    /// ran alone for its head start did more over its life than in the
+    /// window, and the window's CPU time is bounded by its length.
+    #[test]
+    fn a_window_counts_only_what_the_load_did_between_its_marks() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut load = start(LoadKind::Fork, &env(dir.path())).unwrap();
+        load.lead(Duration::from_millis(700)).unwrap();
+        let from = load.mark();
+        std::thread::sleep(Duration::from_millis(300));
+        let to = load.mark();
+        let report = load.stop(Duration::from_secs(10)).unwrap();
+        let w = LoadWindow::between(&from, &to);
+        assert!(from.work > 0 && from.cpu_s > 0.05, "the head start did work: {from:?}");
+        assert!(w.work > 0 && w.work < report.work, "window {w:?}, whole life {report:?}");
+        assert!((0.25..0.6).contains(&w.wall_s), "{w:?}");
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        assert!(w.cpu_s > 0.0 && w.cpu_s <= w.wall_s * cpus + 0.05, "{w:?}");
+        assert!(report.cpu_s > w.cpu_s, "the whole life includes the head start: {report:?} vs {w:?}");
+    }
+
+    /// A group's CPU time includes the children its members reaped.
+    #[test]
+    fn group_cpu_counts_live_members_and_the_children_they_reaped() {
+        // SAFETY: the child only spins, forks and exits with _exit.
+        match unsafe { fork() }.unwrap() {
+            ForkResult::Child => {
+                let _ = setpgid(Pid::from_raw(0), Pid::from_raw(0));
+                // SAFETY: as above.
+                if let Ok(ForkResult::Child) = unsafe { fork() } {
+                    // 0.3 s of CPU, however busy the machine is.
+                    let cpu = || nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID).unwrap();
+                    let t0 = Duration::from(cpu());
+                    while Duration::from(cpu()) - t0 < Duration::from_millis(300) {
+                        std::hint::spin_loop();
+                    }
+                    unsafe { libc::_exit(0) }
+                }
+                let _ = nix::sys::wait::wait();
+                std::thread::sleep(Duration::from_secs(30));
+                unsafe { libc::_exit(0) }
+            }
+            ForkResult::Parent { child } => {
+                let t0 = Instant::now();
+                let mut seen = 0.0;
+                while t0.elapsed() < Duration::from_secs(20) && seen < 0.25 {
+                    std::thread::sleep(Duration::from_millis(50));
+                    seen = group_cpu_s(child.as_raw());
+                }
+                let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
+                let _ = nix::sys::wait::waitpid(child, None);
+                assert!(seen >= 0.25, "the reaped grandchild's 0.3 s are not counted: {seen}");
+            }
         }
     }
 }

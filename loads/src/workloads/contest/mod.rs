@@ -17,14 +17,14 @@ mod shared_page;
 
 use super::nbench::builtin_loadfile;
 use crate::error_chain::error_chain;
-use crate::kernel_build::make::{build_once, BuildStats, JobLimit};
+use crate::kernel_build::make::{build_once, prepare_build, timed_build, BuildStats, JobLimit};
 use crate::kernel_build::online_cpus;
 use crate::kernel_build::source_tree::{SourceTree, TreeSpec};
 use crate::schema::{Iteration, Metric, SystemDeltas};
 use crate::system_counters::IterationCounters;
 use crate::workload::{params_map, RunContext, Workload, WorkloadError};
 use background_loads::{LoadEnv, LoadKind, MIB};
-use load_process::LoadReport;
+use load_process::{LoadReport, LoadWindow};
 use scratch_space::ScratchSpace;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -319,20 +319,38 @@ impl Contest {
         Ok(me)
     }
 
-    /// Runs one row: the load (if any) gets its head start, the build is
-    /// timed, the load is stopped and reaped.
-    fn run_row(&mut self, row: Row) -> Result<(BuildStats, Option<LoadReport>), WorkloadError> {
+    /// Runs one row: the tree is cleaned, everything synced and the caches
+    /// dropped (unless the row is cacherun) before anything else, so the
+    /// load's head start is all the load's: what it dirties then meets the
+    /// build. Then the load (if any) gets its head start, the build is
+    /// timed, and the load is stopped and reaped; its Loads and LCPU% are
+    /// what it did while the build ran. A failed cache drop is noted in
+    /// `drop_error` and the row goes on.
+    fn run_row(
+        &mut self,
+        row: Row,
+        drop_error: &mut Option<String>,
+    ) -> Result<(BuildStats, Option<LoadReport>), WorkloadError> {
         fresh_dir(&self.env.dir)?;
+        prepare_build(&self.tree).map_err(failed)?;
+        if self.params.drop_caches && row != Row::Cacherun {
+            if let Err(e) = page_cache::drop_caches() {
+                drop_error.get_or_insert(error_chain(&e));
+            }
+        }
         let limit = JobLimit::Jobs(self.jobs as usize);
         let Row::Load(kind) = row else {
-            return build_once(&self.tree, limit, &self.applet_exe).map(|b| (b, None)).map_err(failed);
+            return timed_build(&self.tree, limit, &self.applet_exe).map(|b| (b, None)).map_err(failed);
         };
         let mut load = load_process::start(kind, &self.env).map_err(failed)?;
         load.lead(Duration::from_secs_f64(self.params.lead_s)).map_err(failed)?;
-        let build = build_once(&self.tree, limit, &self.applet_exe);
+        let from = load.mark();
+        let build = timed_build(&self.tree, limit, &self.applet_exe);
+        let to = load.mark();
         let report = load.stop(Duration::from_secs_f64(self.params.stop_grace_s));
         let build = build.map_err(failed)?;
-        let report = report.map_err(failed)?;
+        let mut report = report.map_err(failed)?;
+        report.window = Some(LoadWindow::between(&from, &to));
         Ok((build, Some(report)))
     }
 }
@@ -342,8 +360,10 @@ fn record(it: &mut Iteration, row: Row, build: &BuildStats, load: Option<&LoadRe
     let m = &mut it.metrics;
     m.insert(format!("time_{r}"), Metric::lower(build.elapsed_s, "s"));
     m.insert(format!("cpu_percent_{r}"), Metric::higher(build.cpu_percent, "%"));
-    m.insert(format!("loads_{r}"), Metric::higher(load.map_or(0, |l| l.work) as f64, row.load_unit()));
-    m.insert(format!("lcpu_percent_{r}"), Metric::higher(load.map_or(0.0, |l| l.cpu_percent), "%"));
+    // contest's Loads and LCPU%: the load's work and CPU while the build ran.
+    let window = load.and_then(|l| l.window);
+    m.insert(format!("loads_{r}"), Metric::higher(window.map_or(0, |w| w.work) as f64, row.load_unit()));
+    m.insert(format!("lcpu_percent_{r}"), Metric::higher(window.map_or(0.0, |w| w.cpu_percent), "%"));
     let mut detail = serde_json::json!({
         "row": r,
         "load_unit": row.load_unit(),
@@ -354,8 +374,15 @@ fn record(it: &mut Iteration, row: Row, build: &BuildStats, load: Option<&LoadRe
         "build_involuntary_switches": build.usage.involuntary_switches,
     });
     if let (Some(l), Some(obj)) = (load, detail.as_object_mut()) {
+        // The whole life of the load (head start, build, stop) beside the
+        // build's window the metrics use.
         obj.insert("load_wall_s".into(), l.wall_s.into());
         obj.insert("load_cpu_s".into(), l.cpu_s.into());
+        obj.insert("load_work_total".into(), l.work.into());
+        if let Some(w) = l.window {
+            obj.insert("load_window_s".into(), w.wall_s.into());
+            obj.insert("load_window_cpu_s".into(), w.cpu_s.into());
+        }
         obj.insert("load_oom_kills".into(), l.oom_kills.into());
         obj.insert("load_killed".into(), l.killed.into());
         obj.insert("load_stop_s".into(), l.stop_s.into());
@@ -386,13 +413,8 @@ impl Workload for Contest {
         let mut drop_error = None;
         let mut counters = IterationCounters::default();
         for row in self.rows.clone() {
-            if self.params.drop_caches && row != Row::Cacherun {
-                if let Err(e) = page_cache::drop_caches() {
-                    drop_error.get_or_insert(error_chain(&e));
-                }
-            }
             counters.start();
-            let mut detail = match self.run_row(row) {
+            let mut detail = match self.run_row(row, &mut drop_error) {
                 Ok((build, load)) => record(&mut it, row, &build, load.as_ref()),
                 Err(e) => {
                     it.errors.push(format!("{}: {}", row.name(), error_chain(&e)));
@@ -435,6 +457,39 @@ impl Workload for Contest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loads_and_lcpu_are_the_builds_window_and_the_whole_life_is_detail() {
+        let build = BuildStats {
+            limit: JobLimit::Jobs(4),
+            elapsed_s: 10.0,
+            usage: Default::default(),
+            cpu_percent: 150.0,
+            execs: 0,
+            compiles: 0,
+            max_running: 0,
+            image_sha256: String::new(),
+        };
+        let window = LoadWindow { work: 40, wall_s: 10.0, cpu_s: 5.0, cpu_percent: 50.0 };
+        let load = LoadReport {
+            work: 100,
+            wall_s: 14.0,
+            cpu_s: 9.0,
+            cpu_percent: 64.3,
+            oom_kills: 0,
+            killed: false,
+            stop_s: 0.1,
+            pgid: 7,
+            window: Some(window),
+        };
+        let mut it = Iteration::default();
+        let row = Row::Load(LoadKind::Fork);
+        let detail = record(&mut it, row, &build, Some(&load));
+        assert_eq!(it.metrics["loads_fork_load"].value, 40.0);
+        assert_eq!(it.metrics["lcpu_percent_fork_load"].value, 50.0);
+        assert_eq!(detail["load_work_total"], 100);
+        assert_eq!(detail["load_cpu_s"], 9.0);
+    }
 
     fn refused(f: &dyn Fn(&mut ContestParams)) -> String {
         let mut p = ContestParams { mem_bytes: Some(64 * MIB), ..Default::default() };
