@@ -1,9 +1,11 @@
 //! The scratch disk, swap and block scheduler end to end: one boot of the
-//! cached Debian amd64 kernel with an ext4 scratch disk, a swap disk and
-//! bfq (a module, packed early), checked from the guest's provenance and
-//! the host envelope; one boot with a zram swap that contest's mem_load
-//! fills instead of a swap disk; and the bad inputs refused before any boot (these use
-//! a fake kernel image with a config beside it, so they need no QEMU).
+//! cached Debian amd64 kernel with an ext4 scratch disk, a swap disk, bfq
+//! (a module, packed early) and a disk throttle, checked from the guest's
+//! provenance and the host envelope (the cache mode and AIO engine the
+//! probe chose, the throttle); one boot with a zram swap that contest's
+//! mem_load fills instead of a swap disk; and the bad inputs refused before
+//! any boot (these use a fake kernel image with a config beside it, so they
+//! need no QEMU).
 
 mod support;
 
@@ -23,7 +25,7 @@ fn scratch_disk_swap_and_bfq_are_set_up_and_recorded() {
     let dir = scratch();
     let out = dir.path().join("results.json");
     let mut c = bootbench(["run", "--accel", "tcg", "--workloads", "fork", "--iterations", "1", "--warmup", "0"]);
-    c.args(["--scratch-disk", "300M", "--swap", "64M", "--iosched", "bfq"]);
+    c.args(["--scratch-disk", "300M", "--swap", "64M", "--iosched", "bfq", "--disk-throttle", "64M,2000"]);
     c.args(["--append", "bootbench.fork.count=200", "-o"]).arg(&out);
     let run = run_with_deadline(c, BOOT_DEADLINE);
     run.assert_success();
@@ -69,6 +71,33 @@ fn scratch_disk_swap_and_bfq_are_set_up_and_recorded() {
     let drives: Vec<&String> = boot.qemu.argv.iter().filter(|a| a.contains("if=virtio")).collect();
     assert_eq!(drives.len(), 2, "{:?}", boot.qemu.argv);
     assert!(drives[0].contains("scratch-") && drives[1].contains("swap-"), "{drives:?}");
+    // How QEMU did the disks' I/O: cache=none (O_DIRECT) wherever a
+    // directory on a disk takes it, with the engine the probe found, and
+    // each disk throttled as asked; all of it in the envelope and the argv.
+    let io = h.io.as_ref().expect("envelope storage.io");
+    assert!(io.cache == "none" || io.reason.contains("cache=writeback"), "{io:?}");
+    assert!(["io_uring", "native", "threads"].contains(&io.aio.as_str()), "{io:?}");
+    if io.cache == "none" {
+        assert!(io.reason.contains(&format!("cache=none,aio={}", io.aio)), "{io:?}");
+    }
+    let t = h.throttle.as_ref().expect("envelope storage.throttle");
+    assert_eq!((t.bps_total, t.iops_total), (64 << 20, Some(2000)));
+    for d in &drives {
+        assert!(Path::new(d.trim_start_matches("file=")).starts_with(&io.dir), "{d} not in {io:?}");
+        let keys = format!(
+            ",cache={},aio={},throttling.bps-total={},throttling.iops-total=2000",
+            io.cache,
+            io.aio,
+            64u64 << 20
+        );
+        assert!(d.ends_with(&keys), "{d}: want {keys}");
+    }
+    assert!(
+        run.stderr
+            .contains(&format!("run: disks cache={} aio={}, each throttled to 64 MiB/s, 2000 IOPS", io.cache, io.aio)),
+        "{}",
+        run.transcript()
+    );
     // The images are gone after the boot.
     for d in drives {
         let file = d.trim_start_matches("file=").split(",format").next().unwrap_or_default();
@@ -242,4 +271,35 @@ fn bad_sizes_are_refused_naming_the_option() {
         let run = refused(None, &args);
         assert!(run.stderr.contains(want), "{args:?}: {}", run.stderr);
     }
+}
+
+#[test]
+fn bad_disk_throttles_are_refused_naming_the_option_and_the_value() {
+    for (value, want) in [
+        ("0", "BPS must be more than 0"),
+        ("fast", "expected BPS[,IOPS]"),
+        ("-40M", "expected BPS[,IOPS]"),
+        ("40M,0", "IOPS must be more than 0"),
+        ("40M,lots", "expected BPS[,IOPS]"),
+        ("99999999999999999999T", "BPS is more than"),
+    ] {
+        // `=` so that clap takes "-40M" as the value, not as a flag.
+        let run = refused(None, &["--scratch-disk", "64M", &format!("--disk-throttle={value}")]);
+        assert!(run.stderr.contains(&format!("bad value '{value}' for --disk-throttle")), "{value}: {}", run.stderr);
+        assert!(run.stderr.contains(want), "{value}: {}", run.stderr);
+    }
+}
+
+#[test]
+fn a_disk_throttle_is_refused_under_icount_and_without_a_disk() {
+    let run = refused(None, &["--scratch-disk", "64M", "--disk-throttle", "40M", "--clock", "icount"]);
+    assert!(run.stderr.contains("--disk-throttle 40M cannot be used with --clock icount"), "{}", run.stderr);
+    let run = refused(None, &["--scratch-disk", "64M", "--disk-throttle", "40M,500", "--accel", "icount:2"]);
+    assert!(run.stderr.contains("--disk-throttle 40M,500 cannot be used with --accel icount"), "{}", run.stderr);
+    let run = refused(None, &["--disk-throttle", "40M"]);
+    assert!(
+        run.stderr.contains("--disk-throttle 40M limits the scratch and swap disks, but there is none"),
+        "{}",
+        run.stderr
+    );
 }

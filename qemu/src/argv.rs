@@ -6,6 +6,7 @@
 use crate::accel::Accel;
 use crate::arch::ArchProfile;
 use crate::cmdline::KernelCmdline;
+use crate::disk_io::{DiskAio, DiskCache, DriveIo, THROTTLE_VALUE_MAX};
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
@@ -85,6 +86,13 @@ pub fn escape_option_value(value: &str) -> String {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
+struct Drive {
+    path: PathBuf,
+    format: DiskFormat,
+    io: DriveIo,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Port {
     name: String,
     host_file: PathBuf,
@@ -104,7 +112,7 @@ pub struct QemuCommand {
     initrd: Option<PathBuf>,
     append: Option<String>,
     ports: Vec<Port>,
-    disks: Vec<(PathBuf, DiskFormat)>,
+    disks: Vec<Drive>,
     user_net: bool,
     extra: Vec<OsString>,
 }
@@ -312,22 +320,53 @@ impl QemuCommand {
     }
 
     /// Adds a virtio-blk disk backed by the image at `path` (which must
-    /// exist).
+    /// exist), with `io`'s cache mode, AIO engine and throttle. `aio=native`
+    /// needs `cache=none`, and a throttle's values must be 1..=10^15 (what
+    /// QEMU accepts).
     ///
     /// ```
-    /// # use qemu::{argv::DiskFormat, Arch, QemuCommand};
+    /// # use qemu::{argv::DiskFormat, disk_io::{DiskAio, DiskCache, DiskThrottle, DriveIo}, Arch, QemuCommand};
     /// let dir = tempfile::tempdir().unwrap();
     /// let img = dir.path().join("scratch.img");
     /// std::fs::write(&img, vec![0u8; 4096]).unwrap();
     /// let mut cmd = QemuCommand::new(&Arch::X86_64.profile());
-    /// cmd.drive_virtio_blk(&img, DiskFormat::Raw).unwrap();
-    /// let want = format!("file={},format=raw,if=virtio", img.display());
+    /// let throttle = Some(DiskThrottle { bps: 40 << 20, iops: Some(500) });
+    /// cmd.drive_virtio_blk(&img, DiskFormat::Raw, &DriveIo { cache: DiskCache::None, aio: DiskAio::IoUring, throttle })
+    ///     .unwrap();
+    /// let want = format!(
+    ///     "file={},format=raw,if=virtio,cache=none,aio=io_uring,throttling.bps-total=41943040,throttling.iops-total=500",
+    ///     img.display()
+    /// );
     /// assert!(cmd.argv().windows(2).any(|w| w[0] == "-drive" && w[1] == want.as_str()));
     /// ```
-    pub fn drive_virtio_blk(&mut self, path: &Path, format: DiskFormat) -> Result<&mut Self, ArgvError> {
+    pub fn drive_virtio_blk(&mut self, path: &Path, format: DiskFormat, io: &DriveIo) -> Result<&mut Self, ArgvError> {
         let p = existing_file("disk image", path)?;
         utf8_path("disk image", &p)?;
-        self.disks.push((p, format));
+        if io.aio == DiskAio::Native && io.cache != DiskCache::None {
+            return Err(ArgvError::InvalidValue {
+                option: "-drive aio",
+                value: format!("aio=native,cache={}", io.cache.name()),
+                why: "aio=native needs cache=none (O_DIRECT)",
+            });
+        }
+        if let Some(t) = io.throttle {
+            let in_range = |v: u64| (1..=THROTTLE_VALUE_MAX).contains(&v);
+            if !in_range(t.bps) {
+                return Err(ArgvError::InvalidValue {
+                    option: "-drive throttling.bps-total",
+                    value: t.bps.to_string(),
+                    why: "must be 1..=10^15 bytes per second",
+                });
+            }
+            if let Some(iops) = t.iops.filter(|v| !in_range(*v)) {
+                return Err(ArgvError::InvalidValue {
+                    option: "-drive throttling.iops-total",
+                    value: iops.to_string(),
+                    why: "must be 1..=10^15 operations per second",
+                });
+            }
+        }
+        self.disks.push(Drive { path: p, format, io: *io });
         Ok(self)
     }
 
@@ -419,9 +458,22 @@ impl QemuCommand {
                 a.pair("-device", format!("virtserialport,bus=vser0.0,chardev=port{i},name={}", p.name));
             }
         }
-        for (path, format) in &self.disks {
-            let path = escape_option_value(&path.to_string_lossy());
-            a.pair("-drive", format!("file={path},format={},if=virtio", format.name()));
+        for d in &self.disks {
+            // Checked to be UTF-8 when the disk was added.
+            let path = escape_option_value(&d.path.to_string_lossy());
+            let mut drive = format!(
+                "file={path},format={},if=virtio,cache={},aio={}",
+                d.format.name(),
+                d.io.cache.name(),
+                d.io.aio.name()
+            );
+            if let Some(t) = d.io.throttle {
+                drive.push_str(&format!(",throttling.bps-total={}", t.bps));
+                if let Some(iops) = t.iops {
+                    drive.push_str(&format!(",throttling.iops-total={iops}"));
+                }
+            }
+            a.pair("-drive", drive);
         }
         if self.user_net {
             a.pair("-netdev", "user,id=net0");
@@ -533,10 +585,11 @@ mod tests {
         let img = dir.path().join("a,b.img");
         std::fs::write(&img, b"").unwrap();
         let mut cmd = QemuCommand::new(&Arch::X86_64.profile());
-        cmd.drive_virtio_blk(&img, DiskFormat::Qcow2).unwrap();
+        cmd.drive_virtio_blk(&img, DiskFormat::Qcow2, &DriveIo::default()).unwrap();
         cmd.kernel(&img).unwrap();
         let a = strings(&cmd);
-        let drive = format!("file={}/a,,b.img,format=qcow2,if=virtio", dir.path().display());
+        let drive =
+            format!("file={}/a,,b.img,format=qcow2,if=virtio,cache=writeback,aio=threads", dir.path().display());
         assert!(a.windows(2).any(|w| w[0] == "-drive" && w[1] == drive), "{a:?}");
         // -kernel is not an option string: QEMU takes it verbatim.
         assert!(a.windows(2).any(|w| w[0] == "-kernel" && w[1] == img.to_str().unwrap()));
@@ -557,6 +610,76 @@ mod tests {
         assert!(cmd.results_port("a", Path::new("/tmp/y")).is_err());
         let dir = tempfile::tempdir().unwrap();
         assert!(matches!(cmd.kernel(dir.path()), Err(ArgvError::MissingFile { .. })), "a directory is not a kernel");
+    }
+
+    fn drives(cmd: &QemuCommand) -> Vec<String> {
+        let a = strings(cmd);
+        a.windows(2).filter(|w| w[0] == "-drive").map(|w| w[1].clone()).collect()
+    }
+
+    #[test]
+    fn drives_carry_cache_aio_and_a_throttle_only_when_asked() {
+        use crate::disk_io::DiskThrottle;
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("d.img");
+        std::fs::write(&img, b"").unwrap();
+        let file = format!("file={}", img.display());
+        let none = |aio, throttle| DriveIo { cache: DiskCache::None, aio, throttle };
+
+        let mut cmd = QemuCommand::new(&Arch::X86_64.profile());
+        cmd.drive_virtio_blk(&img, DiskFormat::Raw, &none(DiskAio::IoUring, None)).unwrap();
+        cmd.drive_virtio_blk(&img, DiskFormat::Raw, &none(DiskAio::Native, None)).unwrap();
+        cmd.drive_virtio_blk(&img, DiskFormat::Raw, &none(DiskAio::Threads, None)).unwrap();
+        assert_eq!(
+            drives(&cmd),
+            [
+                format!("{file},format=raw,if=virtio,cache=none,aio=io_uring"),
+                format!("{file},format=raw,if=virtio,cache=none,aio=native"),
+                format!("{file},format=raw,if=virtio,cache=none,aio=threads"),
+            ]
+        );
+        assert!(drives(&cmd).iter().all(|d| !d.contains("throttling")), "no throttle unless asked");
+
+        let mut cmd = QemuCommand::new(&Arch::X86_64.profile());
+        let bps_only = Some(DiskThrottle { bps: 40 << 20, iops: None });
+        cmd.drive_virtio_blk(&img, DiskFormat::Raw, &none(DiskAio::IoUring, bps_only)).unwrap();
+        let both = Some(DiskThrottle { bps: 1 << 20, iops: Some(300) });
+        cmd.drive_virtio_blk(&img, DiskFormat::Raw, &none(DiskAio::Native, both)).unwrap();
+        assert_eq!(
+            drives(&cmd),
+            [
+                format!("{file},format=raw,if=virtio,cache=none,aio=io_uring,throttling.bps-total=41943040"),
+                format!(
+                    "{file},format=raw,if=virtio,cache=none,aio=native,throttling.bps-total=1048576,throttling.iops-total=300"
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn drives_qemu_would_refuse_are_refused_here() {
+        use crate::disk_io::DiskThrottle;
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("d.img");
+        std::fs::write(&img, b"").unwrap();
+        let mut cmd = QemuCommand::new(&Arch::X86_64.profile());
+        let native_writeback = DriveIo { cache: DiskCache::Writeback, aio: DiskAio::Native, throttle: None };
+        let e = cmd.drive_virtio_blk(&img, DiskFormat::Raw, &native_writeback).unwrap_err();
+        assert!(e.to_string().contains("aio=native needs cache=none"), "{e}");
+        for (bps, iops, option) in [
+            (0, None, "throttling.bps-total"),
+            (THROTTLE_VALUE_MAX + 1, None, "throttling.bps-total"),
+            (1, Some(0), "throttling.iops-total"),
+            (1, Some(u64::MAX), "throttling.iops-total"),
+        ] {
+            let io = DriveIo { throttle: Some(DiskThrottle { bps, iops }), ..DriveIo::default() };
+            let e = cmd.drive_virtio_blk(&img, DiskFormat::Raw, &io).unwrap_err().to_string();
+            assert!(e.contains(option), "{bps} {iops:?}: {e}");
+        }
+        assert!(drives(&cmd).is_empty(), "nothing refused was added");
+        let max =
+            DriveIo { throttle: Some(DiskThrottle { bps: THROTTLE_VALUE_MAX, iops: Some(1) }), ..DriveIo::default() };
+        cmd.drive_virtio_blk(&img, DiskFormat::Raw, &max).unwrap();
     }
 
     #[test]

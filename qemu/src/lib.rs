@@ -1,7 +1,8 @@
-//! bootbench's QEMU side: per-arch profiles, accelerator choice, typed
-//! builders for the kernel command line and QEMU's argv, and the runner that
-//! boots a kernel, watches its console and classifies the boot (ok, panic,
-//! oops, hang, QEMU failure, incomplete).
+//! bootbench's QEMU side: per-arch profiles, accelerator choice, the disks'
+//! cache mode, AIO engine and throttle, typed builders for the kernel
+//! command line and QEMU's argv, and the runner that boots a kernel, watches
+//! its console and classifies the boot (ok, panic, oops, hang, QEMU failure,
+//! incomplete).
 //!
 //! ```no_run
 //! use qemu::{boot, Arch, BootSpec};
@@ -19,6 +20,7 @@ pub mod arch;
 pub mod argv;
 pub mod cmdline;
 pub mod console_scan;
+pub mod disk_io;
 pub mod kernel_image;
 pub mod outcome;
 pub mod runner;
@@ -28,4 +30,6 @@ pub use arch::{Arch, ArchProfile};
 pub use argv::QemuCommand;
 pub use cmdline::KernelCmdline;
 pub use outcome::{BootOutcome, Classification, HangKind, Timings};
-pub use runner::{boot, qemu_version, BootSpec, RunnerError, Timeouts, PORT_CMDLINE_KEY, RESULTS_PORT_NAME};
+pub use runner::{
+    boot, probe_disk_io, qemu_version, BootSpec, RunnerError, Timeouts, PORT_CMDLINE_KEY, RESULTS_PORT_NAME,
+};

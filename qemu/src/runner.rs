@@ -14,10 +14,12 @@ mod tests;
 
 pub use boot_spec::{BootSpec, RunnerError, Timeouts, PORT_CMDLINE_KEY, RESULTS_PORT_NAME};
 
+use crate::argv::escape_option_value;
 use crate::console_scan::{ConsoleScan, MAX_KERNEL_ERRORS, MAX_LOG_BYTES};
+use crate::disk_io::{direct_io_check, DiskAio, DiskIoProbe};
 use crate::outcome::{judge, BootOutcome, HangKind, Judgement, RunEnd, RunFacts, Timings};
 use qemu_process::{die_with_parent, kill_and_reap, spawn_reader, spawn_stderr_reader, wait_bounded, Feed};
-use std::io;
+use std::io::{self, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
@@ -50,6 +52,99 @@ pub fn qemu_version(binary: &Path) -> Result<String, RunnerError> {
             detail: format!("{}; stderr: {}", out.status, String::from_utf8_lossy(&out.stderr).trim()),
         }),
     }
+}
+
+/// How long one QEMU of the disk I/O probe may take to open its disk and
+/// quit (it takes well under a second).
+const DISK_PROBE_LIMIT: Duration = Duration::from_secs(10);
+
+/// Probes how `binary` can do a run's disk I/O with images in `dir`:
+/// [`direct_io_check`] of `dir`, then, if that passes, QEMU opening a small
+/// sparse image there with `cache=none` and each AIO engine of
+/// [`DiskAio::PREFERENCE`] in turn, stopping at the first that works. Each
+/// try is a QEMU without a guest (`-machine none`) that opens the disk and
+/// quits through its monitor; it boots nothing. `-drive help` would not do:
+/// it lists options, not whether this QEMU was built with io_uring or
+/// whether this host's kernel lets it set up a ring. The result feeds
+/// [`crate::disk_io::decide`].
+pub fn probe_disk_io(binary: &Path, dir: &Path) -> DiskIoProbe {
+    probe_disk_io_within(binary, dir, DISK_PROBE_LIMIT)
+}
+
+fn probe_disk_io_within(binary: &Path, dir: &Path, limit: Duration) -> DiskIoProbe {
+    let mut probe = DiskIoProbe { direct_io: direct_io_check(dir), aio: Vec::new() };
+    if probe.direct_io.is_err() {
+        return probe;
+    }
+    let image = dir.join(format!(".bootbench-aio-probe-{}.img", std::process::id()));
+    match std::fs::File::create(&image).and_then(|f| f.set_len(1 << 20)) {
+        Ok(()) => {
+            for aio in DiskAio::PREFERENCE {
+                let opened = qemu_opens_disk(binary, &image, aio, limit);
+                let done = opened.is_ok();
+                probe.aio.push((aio, opened));
+                if done {
+                    break;
+                }
+            }
+        }
+        Err(e) => probe.direct_io = Err(format!("cannot make a probe image {}: {e}", image.display())),
+    }
+    let _ = std::fs::remove_file(&image);
+    probe
+}
+
+/// Whether `binary` opens `image` with `cache=none,aio=AIO`: `Ok`, or what
+/// QEMU said (the first line of its stderr, without the `PROGRAM: -drive
+/// VALUE: ` prefix).
+fn qemu_opens_disk(binary: &Path, image: &Path, aio: DiskAio, limit: Duration) -> Result<(), String> {
+    let drive = format!(
+        "file={},format=raw,if=none,id=probe0,cache=none,aio={}",
+        escape_option_value(&image.to_string_lossy()),
+        aio.name()
+    );
+    let mut command = std::process::Command::new(binary);
+    command
+        .args(["-machine", "none", "-nodefaults", "-display", "none", "-monitor", "stdio", "-drive", &drive])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let parent = nix::unistd::getpid();
+    // SAFETY: as in `boot`: prctl(2) and getppid(2) only, no allocation.
+    unsafe {
+        command.pre_exec(move || die_with_parent(parent));
+    }
+    let mut child = command.spawn().map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+    let stderr = child.stderr.take().map(spawn_stderr_reader);
+    if let Some(mut stdin) = child.stdin.take() {
+        // A QEMU that failed to open the disk has exited and closed its
+        // stdin already; its stderr says why.
+        let _ = stdin.write_all(b"quit\n");
+    }
+    let status = match wait_bounded(&mut child, limit) {
+        Ok(Some(st)) => Ok(st),
+        Ok(None) => {
+            let _ = kill_and_reap(&mut child);
+            Err(format!("QEMU did not open the disk and quit within {limit:?}"))
+        }
+        Err(e) => {
+            let _ = kill_and_reap(&mut child);
+            Err(format!("cannot wait for QEMU: {e}"))
+        }
+    };
+    let text = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
+    let status = status?;
+    if status.success() {
+        return Ok(());
+    }
+    let prefix = format!("{}: -drive {drive}: ", binary.display());
+    let said =
+        text.lines().map(str::trim).find(|l| !l.is_empty()).map(|l| l.strip_prefix(prefix.as_str()).unwrap_or(l));
+    Err(match said {
+        Some(line) => line.to_string(),
+        None => format!("QEMU exited with {status} and said nothing"),
+    })
 }
 
 fn spawn_error(binary: &Path, source: io::Error) -> RunnerError {

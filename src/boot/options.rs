@@ -130,6 +130,12 @@ pub struct RunOptions {
     /// as the kernel config offers (a module is packed when needed).
     #[arg(long)]
     pub iosched: Option<String>,
+    /// Throttle each disk (scratch and swap) to BPS bytes per second and,
+    /// optionally, IOPS operations per second, so the guest has a disk of
+    /// known, steady speed: e.g. 40M (40 MiB/s) or 40M,500. QEMU applies it
+    /// in host time, so it cannot be combined with --clock icount.
+    #[arg(long, value_name = "BPS[,IOPS]")]
+    pub disk_throttle: Option<String>,
 }
 
 /// Parses a memory size: `1G`, `512M`, `2048` (MiB).

@@ -120,7 +120,8 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
         args.iosched.as_deref(),
         suite.workloads.iter().any(|w| w.name == crate::boot::scratch_disk::CONTEST_WORKLOAD),
         mem_mib,
-    )?;
+    )?
+    .with_throttle(args.disk_throttle.as_deref(), icount_option(choice.accel, clock))?;
     let kernels = resolve_kernels(args, arch)?;
     let kernel_storage = kernels
         .iter()
@@ -139,14 +140,25 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
     let qemu_version = qemu::qemu_version(&profile.qemu_binary)?;
     crate::boot::interrupt::install()?;
     let work = tempfile::Builder::new().prefix("bootbench-run-").tempdir().context("cannot create a temp dir")?;
+    // Probed once: where the images go and how QEMU does their I/O.
+    let disk_io = storage
+        .any()
+        .then(|| crate::boot::scratch_disk::DiskIoSetup::probe(&storage, &profile.qemu_binary, work.path()));
+    if let Some(d) = &disk_io {
+        eprintln!("run: {}", d.describe());
+    }
     // What an interrupt says, kept current boot by boot; it also removes the
     // run's scratch files (initramfs, disk images), which exit would leave.
     let on_interrupt = Arc::new(Mutex::new("run: interrupted before the first boot; nothing was recorded".to_string()));
     let _interrupt = {
         let (say, work) = (on_interrupt.clone(), work.path().to_path_buf());
+        let disks = disk_io.as_ref().and_then(|d| d.own_dir()).map(Path::to_path_buf);
         crate::boot::interrupt::on_interrupt(move || {
             eprintln!("{}", say.lock().unwrap_or_else(PoisonError::into_inner));
             let _ = std::fs::remove_dir_all(&work);
+            if let Some(d) = &disks {
+                let _ = std::fs::remove_dir_all(d);
+            }
         })
     };
     let mut images = Vec::new();
@@ -195,17 +207,24 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
             let mut attempt = 0;
             let record = loop {
                 let port_file = work.path().join(format!("port-{index}-{attempt}.out"));
-                let disks = crate::boot::scratch_disk::make_disks(
-                    &storage,
-                    kernel_storage[ki].page_size,
-                    work.path(),
-                    &format!("{index}-{attempt}"),
-                )?;
+                let tag = format!("{index}-{attempt}");
+                let disks = match &disk_io {
+                    Some(d) => d.make_disks(&storage, kernel_storage[ki].page_size, &tag)?,
+                    None => crate::boot::scratch_disk::make_disks(
+                        &storage,
+                        kernel_storage[ki].page_size,
+                        work.path(),
+                        &tag,
+                    )?,
+                };
                 if storage.any() {
                     eprintln!("run: {}", crate::boot::scratch_disk::describe(&disks.record));
                 }
                 let mut spec = BootSpec::new(profile.clone(), &k.image, &img.built.path)?;
                 spec.disks = disks.files.iter().map(|f| (f.clone(), qemu::argv::DiskFormat::Raw)).collect();
+                if let Some(d) = &disk_io {
+                    spec.disk_io = d.io;
+                }
                 for (key, value) in storage.cmdline_keys() {
                     spec.cmdline.push(key, &value)?;
                 }
@@ -280,6 +299,17 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
         u.finish()?;
     }
     Ok(file)
+}
+
+/// The option that put the guest on an instruction-counted clock, for
+/// errors about what cannot go with it: `--clock icount`, or `--accel
+/// icount` when the clock was left real.
+fn icount_option(accel: Accel, clock: Clock) -> Option<&'static str> {
+    match (accel, clock) {
+        (_, Clock::Icount { .. }) => Some("--clock icount"),
+        (Accel::Icount { .. }, Clock::Real) => Some("--accel icount"),
+        _ => None,
+    }
 }
 
 /// What an interrupt says once `finished` boots of `total` are done, and
@@ -511,6 +541,23 @@ mod tests {
             interrupted_message(0, 1, None, true),
             "run: interrupted during boot 1/1: that boot is not recorded"
         );
+    }
+
+    #[test]
+    fn a_disk_throttle_is_refused_under_icount_naming_both_options() {
+        assert_eq!(icount_option(Accel::Icount { shift: 0 }, Clock::Icount { shift: 0 }), Some("--clock icount"));
+        assert_eq!(icount_option(Accel::Icount { shift: 2 }, Clock::Real), Some("--accel icount"));
+        assert_eq!(icount_option(Accel::Tcg, Clock::Real), None);
+        assert_eq!(icount_option(Accel::Kvm, Clock::Real), None);
+        let plan = crate::boot::scratch_disk::StoragePlan { scratch_bytes: Some(64 << 20), ..Default::default() };
+        let e = plan
+            .clone()
+            .with_throttle(Some("40M"), icount_option(Accel::Icount { shift: 0 }, Clock::Icount { shift: 0 }))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--disk-throttle 40M cannot be used with --clock icount"), "{e}");
+        let ok = plan.with_throttle(Some("40M"), icount_option(Accel::Tcg, Clock::Real)).unwrap();
+        assert_eq!(ok.throttle.map(|t| t.bps), Some(40 << 20));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use crate::accel::Accel;
 use crate::arch::ArchProfile;
 use crate::argv::{ArgvError, DiskFormat, QemuCommand};
 use crate::cmdline::{CmdlineError, KernelCmdline};
+use crate::disk_io::DriveIo;
 use crate::kernel_image::{check_kernel, KernelImageError};
 use std::ffi::OsString;
 use std::io;
@@ -135,6 +136,8 @@ pub struct BootSpec {
     pub results_port: Option<PathBuf>,
     /// virtio-blk disks, in order (the first is /dev/vda).
     pub disks: Vec<(PathBuf, DiskFormat)>,
+    /// How QEMU does every disk's I/O (cache mode, AIO engine, throttle).
+    pub disk_io: DriveIo,
     /// Whether to give the guest a virtio-net NIC on QEMU's user network.
     pub user_net: bool,
     /// The limits.
@@ -145,8 +148,9 @@ pub struct BootSpec {
 
 impl BootSpec {
     /// A spec with the defaults: TCG, 2 vCPUs, the profile's memory and CPU
-    /// model, [`ArchProfile::base_cmdline`], no results port, no disks, no
-    /// network, default [`Timeouts`].
+    /// model, [`ArchProfile::base_cmdline`], no results port, no disks (and
+    /// QEMU's default [`DriveIo`] for any added), no network, default
+    /// [`Timeouts`].
     ///
     /// ```
     /// # use qemu::{Arch, BootSpec};
@@ -169,6 +173,7 @@ impl BootSpec {
             cmdline: profile.base_cmdline()?,
             results_port: None,
             disks: Vec::new(),
+            disk_io: DriveIo::default(),
             user_net: false,
             timeouts: Timeouts::default(),
             extra_args: Vec::new(),
@@ -211,7 +216,7 @@ impl BootSpec {
         }
         cmd.kernel(&self.kernel)?.initrd(&self.initrd)?.append(&cmdline)?;
         for (path, format) in &self.disks {
-            cmd.drive_virtio_blk(path, *format)?;
+            cmd.drive_virtio_blk(path, *format, &self.disk_io)?;
         }
         if self.user_net {
             cmd.netdev_user();

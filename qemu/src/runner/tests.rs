@@ -347,3 +347,91 @@ fn version_of_a_fake_binary() {
     }
     assert_eq!(v.unwrap(), "QEMU emulator version 10.0.2");
 }
+
+/// A directory whose filesystem takes O_DIRECT: the temp dir, or beside
+/// the sources when the temp dir is a tmpfs.
+fn direct_io_dir() -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    if crate::disk_io::direct_io_check(t.path()).is_ok() {
+        return t;
+    }
+    let d = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+    crate::disk_io::direct_io_check(d.path()).expect("no directory here takes O_DIRECT");
+    d
+}
+
+/// The disk probe of a fake QEMU, again while its script is busy being
+/// written by another test's fork.
+fn probe_fake(bin: &Path, dir: &Path, limit: Duration) -> DiskIoProbe {
+    let mut p = probe_disk_io_within(bin, dir, limit);
+    for _ in 0..50 {
+        if !p.aio.iter().any(|(_, r)| r.as_ref().is_err_and(|e| e.contains("Text file busy"))) {
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+        p = probe_disk_io_within(bin, dir, limit);
+    }
+    p
+}
+
+#[test]
+fn disk_probe_tries_engines_in_order_until_qemu_opens_one() {
+    let fake = Fake::new("");
+    let args = fake.path("args");
+    // Refuses io_uring as a QEMU built without it does; takes the others
+    // only when told to quit on its monitor.
+    fake.set_script(&format!(
+        "echo \"$@\" >> {args}\n\
+         case \"$9\" in *aio=io_uring*) echo \"$0: -drive $9: aio=io_uring was specified, but is not supported in this build.\" >&2; exit 1;; esac\n\
+         read line; [ \"$line\" = quit ] && exit 0; echo 'no quit' >&2; exit 3",
+        args = args.display()
+    ));
+    let dir = direct_io_dir();
+    let p = probe_fake(&fake.path("fake-qemu"), dir.path(), Duration::from_secs(10));
+    assert_eq!(p.direct_io, Ok(()));
+    assert_eq!(
+        p.aio,
+        [
+            (DiskAio::IoUring, Err("aio=io_uring was specified, but is not supported in this build.".to_string())),
+            (DiskAio::Native, Ok(())),
+        ],
+        "stops at the first engine that works"
+    );
+    let calls = std::fs::read_to_string(&args).unwrap();
+    let last = calls.lines().last().unwrap();
+    assert!(last.starts_with("-machine none -nodefaults -display none -monitor stdio -drive file="), "{last}");
+    assert!(last.ends_with(",format=raw,if=none,id=probe0,cache=none,aio=native"), "{last}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "the probe image is removed");
+    let c = crate::disk_io::decide(&p);
+    assert_eq!((c.cache, c.aio), (crate::disk_io::DiskCache::None, DiskAio::Native));
+}
+
+#[test]
+fn disk_probe_of_a_qemu_that_never_quits_or_fails_silently() {
+    let fake = Fake::new("sleep 30");
+    let dir = direct_io_dir();
+    let p = probe_fake(&fake.path("fake-qemu"), dir.path(), Duration::from_millis(300));
+    assert_eq!(p.aio.len(), 3, "{p:?}");
+    assert!(
+        p.aio.iter().all(|(_, r)| r.as_ref().is_err_and(|e| e.contains("did not open the disk and quit"))),
+        "{p:?}"
+    );
+    fake.set_script("exit 1");
+    let p = probe_fake(&fake.path("fake-qemu"), dir.path(), Duration::from_secs(10));
+    assert!(p.aio.iter().all(|(_, r)| r.as_ref().is_err_and(|e| e.contains("said nothing"))), "{p:?}");
+    assert_eq!(crate::disk_io::decide(&p).cache, crate::disk_io::DiskCache::Writeback);
+}
+
+#[test]
+fn disk_probe_runs_no_qemu_where_direct_io_is_pointless() {
+    let shm = Path::new("/dev/shm");
+    if crate::disk_io::direct_io_check(shm).is_ok() {
+        return; // no tmpfs here to try
+    }
+    let fake = Fake::new("");
+    let ran = fake.path("ran");
+    fake.set_script(&format!("touch {}", ran.display()));
+    let p = probe_disk_io(&fake.path("fake-qemu"), shm);
+    assert!(p.direct_io.is_err() && p.aio.is_empty(), "{p:?}");
+    assert!(!ran.exists(), "QEMU was run for a tmpfs directory");
+}

@@ -23,6 +23,25 @@ pub enum ScratchDiskError {
         /// The scheduler asked for.
         name: String,
     },
+    /// `--disk-throttle` was given but no disk is attached.
+    #[error(
+        "--disk-throttle {value} limits the scratch and swap disks, but there is none (give --scratch-disk SIZE or --swap SIZE)"
+    )]
+    ThrottleWithoutDisk {
+        /// The value given.
+        value: String,
+    },
+    /// `--disk-throttle` with an instruction-counted guest clock.
+    #[error(
+        "--disk-throttle {value} cannot be used with {clock}: the throttle runs on host time, while {clock} \
+         runs the guest's clock by instructions, so the guest would not see a steady disk speed (drop one of the two)"
+    )]
+    ThrottleUnderIcount {
+        /// The throttle given.
+        value: String,
+        /// The option that asked for icount, e.g. `--clock icount`.
+        clock: &'static str,
+    },
     /// A scheduler name no kernel knows.
     #[error("unknown block scheduler '{name}' (this kernel offers: {offered})")]
     UnknownScheduler {

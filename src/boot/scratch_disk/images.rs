@@ -5,7 +5,7 @@
 
 use super::error::ScratchDiskError;
 use super::plan::{StoragePlan, SCRATCH_FS};
-use crate::results::storage::{DiskRecord, HostStorage};
+use crate::results::storage::{DiskRecord, HostStorage, ThrottleRecord};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -107,6 +107,7 @@ fn make(
 
 /// Makes the plan's disks in `dir` for boot `tag`: a fresh ext4 image and
 /// a fresh swap image every boot, so no boot sees what an earlier one wrote.
+/// Their record carries the plan's throttle.
 /// The inode tables and journal are initialised here, not lazily by the
 /// guest kernel's ext4lazyinit thread, which would write in the background
 /// of the measurements.
@@ -114,7 +115,12 @@ pub fn make_disks(plan: &StoragePlan, page_size: u64, dir: &Path, tag: &str) -> 
     let (scratch_dev, swap_dev) = plan.devices();
     let mut disks = BootDisks {
         files: Vec::new(),
-        record: HostStorage { iosched: plan.iosched.clone(), page_size, ..Default::default() },
+        record: HostStorage {
+            iosched: plan.iosched.clone(),
+            page_size,
+            throttle: plan.throttle.map(|t| ThrottleRecord { bps_total: t.bps, iops_total: t.iops }),
+            ..Default::default()
+        },
     };
     if let (Some(bytes), Some(device)) = (plan.scratch_bytes, scratch_dev) {
         let path = dir.join(format!("scratch-{tag}.img"));

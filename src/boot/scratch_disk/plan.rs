@@ -1,9 +1,11 @@
 //! The plan of a run's storage: the size options (`--scratch-disk`,
-//! `--swap`, `--zram`, `--iosched`), the disks decided from them before any
-//! boot, their guest devices and the cmdline keys that tell the init what to
-//! set up. Plain decisions: it reads no kernel config and makes no image.
+//! `--swap`, `--zram`, `--iosched`, `--disk-throttle`), the disks decided
+//! from them before any boot, their guest devices and the cmdline keys that
+//! tell the init what to set up. Plain decisions: it reads no kernel config,
+//! probes nothing and makes no image.
 
 use super::error::ScratchDiskError;
+use qemu::disk_io::{DiskThrottle, THROTTLE_VALUE_MAX};
 
 /// The workload whose presence in the suite switches `auto` disks on.
 pub const CONTEST_WORKLOAD: &str = "contest";
@@ -48,24 +50,107 @@ impl SizeChoice {
             "none" => return Ok(SizeChoice::None),
             _ => {}
         }
-        let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-        let (num, suffix) = t.split_at(split);
-        let shift = match suffix.to_ascii_uppercase().as_str() {
-            "" | "M" | "MIB" => 20,
-            "K" | "KIB" => 10,
-            "G" | "GIB" => 30,
-            "T" | "TIB" => 40,
-            _ => return Err(bad(
+        let bytes = match parse_binary_size(t) {
+            Ok(b) => b,
+            Err(SizeSyntax::Suffix) => return Err(bad(
                 "expected auto, none or a size such as 300M, 4G (K, M, G, T are powers of 1024; a bare number is MiB)",
             )),
+            Err(SizeSyntax::Number) => return Err(bad("expected auto, none or a size such as 300M, 4G")),
+            Err(SizeSyntax::Overflow) => return Err(bad("larger than 64T")),
         };
-        let n: u64 = num.parse().map_err(|_| bad("expected auto, none or a size such as 300M, 4G"))?;
-        let bytes = n.checked_mul(1 << shift).filter(|b| *b <= MAX_DISK_BYTES).ok_or_else(|| bad("larger than 64T"))?;
+        if bytes > MAX_DISK_BYTES {
+            return Err(bad("larger than 64T"));
+        }
         if bytes == 0 {
             return Err(bad("must be more than 0 (use none for no disk)"));
         }
         Ok(SizeChoice::Bytes(bytes))
     }
+}
+
+/// What is wrong with a size's spelling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SizeSyntax {
+    /// A suffix other than K, M, G, T (or KiB ... TiB).
+    Suffix,
+    /// No number before the suffix.
+    Number,
+    /// The number or its bytes do not fit in 64 bits.
+    Overflow,
+}
+
+/// Bytes of a size written as digits and an optional binary suffix K, M, G
+/// or T (also KiB ... TiB, any case); a bare number is MiB, as with `--mem`.
+/// The one spelling of sizes that every storage option shares.
+fn parse_binary_size(t: &str) -> Result<u64, SizeSyntax> {
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, suffix) = t.split_at(split);
+    let shift = match suffix.to_ascii_uppercase().as_str() {
+        "" | "M" | "MIB" => 20,
+        "K" | "KIB" => 10,
+        "G" | "GIB" => 30,
+        "T" | "TIB" => 40,
+        _ => return Err(SizeSyntax::Suffix),
+    };
+    if num.is_empty() {
+        return Err(SizeSyntax::Number);
+    }
+    // Only digits are left, so a number that does not parse is too long.
+    let n: u64 = num.parse().map_err(|_| SizeSyntax::Overflow)?;
+    n.checked_mul(1 << shift).ok_or(SizeSyntax::Overflow)
+}
+
+/// What `--disk-throttle BPS[,IOPS]` expects, for its errors.
+const THROTTLE_SYNTAX: &str = "expected BPS[,IOPS]: bytes per second as a size such as 40M (K, M, G, T are powers \
+    of 1024; a bare number is MiB), then optionally a whole number of I/O operations per second, e.g. 40M,500";
+
+/// Parses `--disk-throttle BPS[,IOPS]`: BPS a size in the spelling of the
+/// other storage options (`40M` is 40 MiB/s; a bare number is MiB/s), IOPS
+/// a whole number. Both must be more than 0 and at most QEMU's limit of
+/// 10^15.
+///
+/// ```
+/// use bootbench::boot::scratch_disk::parse_disk_throttle;
+/// let t = parse_disk_throttle("40M,500").unwrap();
+/// assert_eq!((t.bps, t.iops), (40 << 20, Some(500)));
+/// assert_eq!(parse_disk_throttle("1G").unwrap().iops, None);
+/// assert!(parse_disk_throttle("0").is_err());
+/// ```
+pub fn parse_disk_throttle(value: &str) -> Result<DiskThrottle, ScratchDiskError> {
+    let bad = |why: String| ScratchDiskError::BadSize { flag: "--disk-throttle", value: value.to_string(), why };
+    let t = value.trim();
+    let (bps, iops) = match t.split_once(',') {
+        Some((b, i)) => (b.trim(), Some(i.trim())),
+        None => (t, None),
+    };
+    let bps = match parse_binary_size(bps) {
+        Ok(b) if b > THROTTLE_VALUE_MAX => Err(SizeSyntax::Overflow),
+        other => other,
+    };
+    let bps = match bps {
+        Ok(0) => return Err(bad("BPS must be more than 0 (leave --disk-throttle out for an unthrottled disk)".into())),
+        Ok(b) => b,
+        Err(SizeSyntax::Overflow) => {
+            return Err(bad(format!(
+                "BPS is more than {THROTTLE_VALUE_MAX} bytes per second, the most a throttle takes"
+            )))
+        }
+        Err(_) => return Err(bad(THROTTLE_SYNTAX.into())),
+    };
+    let iops = match iops {
+        None => None,
+        Some(i) if i.is_empty() || !i.bytes().all(|c| c.is_ascii_digit()) => return Err(bad(THROTTLE_SYNTAX.into())),
+        Some(i) => match i.parse::<u64>() {
+            Ok(0) => return Err(bad("IOPS must be more than 0 (give BPS alone to limit bytes only)".into())),
+            Ok(n) if n <= THROTTLE_VALUE_MAX => Some(n),
+            _ => {
+                return Err(bad(format!(
+                    "IOPS is more than {THROTTLE_VALUE_MAX} operations per second, the most a throttle takes"
+                )))
+            }
+        },
+    };
+    Ok(DiskThrottle { bps, iops })
 }
 
 /// What storage a run gives its guests, decided before any boot.
@@ -79,6 +164,9 @@ pub struct StoragePlan {
     pub zram_bytes: Option<u64>,
     /// Block scheduler for the scratch disk (`--iosched`).
     pub iosched: Option<String>,
+    /// The throttle of every disk (`--disk-throttle`), applied by QEMU in
+    /// host time; see [`StoragePlan::with_throttle`].
+    pub throttle: Option<DiskThrottle>,
 }
 
 impl StoragePlan {
@@ -140,7 +228,32 @@ impl StoragePlan {
         if let (Some(name), None) = (iosched, scratch_bytes) {
             return Err(ScratchDiskError::IoschedWithoutDisk { name: name.to_string() });
         }
-        Ok(StoragePlan { scratch_bytes, swap_bytes, zram_bytes, iosched: iosched.map(str::to_string) })
+        Ok(StoragePlan { scratch_bytes, swap_bytes, zram_bytes, iosched: iosched.map(str::to_string), throttle: None })
+    }
+
+    /// Adds `--disk-throttle VALUE` (see [`parse_disk_throttle`]) to the
+    /// plan. `icount` names the option that put the guest on an
+    /// instruction-counted clock (`--clock icount`), if any: QEMU throttles
+    /// in host time, so under icount the guest would not see a steady
+    /// speed, and the two are refused together. A throttle without a disk
+    /// to throttle is refused too.
+    pub fn with_throttle(
+        mut self,
+        value: Option<&str>,
+        icount: Option<&'static str>,
+    ) -> Result<StoragePlan, ScratchDiskError> {
+        let Some(value) = value else {
+            return Ok(self);
+        };
+        let throttle = parse_disk_throttle(value)?;
+        if let Some(clock) = icount {
+            return Err(ScratchDiskError::ThrottleUnderIcount { value: value.to_string(), clock });
+        }
+        if !self.any() {
+            return Err(ScratchDiskError::ThrottleWithoutDisk { value: value.to_string() });
+        }
+        self.throttle = Some(throttle);
+        Ok(self)
     }
 
     /// Whether any disk is attached.

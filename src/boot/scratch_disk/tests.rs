@@ -196,3 +196,71 @@ fn tool_failure_names_the_command() {
     assert!(e.contains("mkswap") && e.contains("-p 3000"), "{e}");
     assert!(!dir.path().join("swap-bad.img").exists(), "a failed image is removed");
 }
+
+#[test]
+fn disk_throttles_parse_as_sizes_and_counts() {
+    let t = |s| parse_disk_throttle(s).map(|t| (t.bps, t.iops));
+    assert_eq!(t("40M").unwrap(), (40 << 20, None));
+    assert_eq!(t("40").unwrap(), (40 << 20, None), "a bare number is MiB/s, as with the other sizes");
+    assert_eq!(t("512K,100").unwrap(), (512 << 10, Some(100)));
+    assert_eq!(t(" 1G , 2000 ").unwrap(), (1 << 30, Some(2000)));
+    assert_eq!(t("909T").unwrap(), (909 << 40, None), "just under QEMU's 10^15");
+    assert_eq!(t("1M,1000000000000000").unwrap(), (1 << 20, Some(1_000_000_000_000_000)));
+    for (bad, says) in [
+        ("0", "BPS must be more than 0"),
+        ("0M,10", "BPS must be more than 0"),
+        ("40M,0", "IOPS must be more than 0"),
+        ("", "expected BPS[,IOPS]"),
+        ("fast", "expected BPS[,IOPS]"),
+        ("40X", "expected BPS[,IOPS]"),
+        ("-40M", "expected BPS[,IOPS]"),
+        ("40M,-5", "expected BPS[,IOPS]"),
+        ("40M,", "expected BPS[,IOPS]"),
+        (",500", "expected BPS[,IOPS]"),
+        ("40M,5,5", "expected BPS[,IOPS]"),
+        ("40M,1.5", "expected BPS[,IOPS]"),
+        ("1.5M", "expected BPS[,IOPS]"),
+        ("910T", "BPS is more than 1000000000000000 bytes per second"),
+        ("99999999999999999999", "BPS is more than"),
+        ("99999999999999999999T", "BPS is more than"),
+        ("40M,1000000000000001", "IOPS is more than 1000000000000000"),
+        ("40M,99999999999999999999", "IOPS is more than"),
+    ] {
+        let e = parse_disk_throttle(bad).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("bad value '{bad}' for --disk-throttle: ")), "{bad}: {e}");
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn a_throttle_needs_a_disk_and_a_real_clock() {
+    let p = plan("300M", "none", None).unwrap();
+    assert_eq!(p.clone().with_throttle(None, Some("--clock icount")).unwrap().throttle, None, "no throttle, no check");
+    let t = p.clone().with_throttle(Some("40M,500"), None).unwrap().throttle.unwrap();
+    assert_eq!((t.bps, t.iops), (40 << 20, Some(500)));
+    let e = p.clone().with_throttle(Some("40M"), Some("--clock icount")).unwrap_err().to_string();
+    assert!(e.contains("--disk-throttle 40M") && e.contains("--clock icount") && e.contains("host time"), "{e}");
+    let e = p.with_throttle(Some("40M"), Some("--accel icount")).unwrap_err().to_string();
+    assert!(e.contains("--disk-throttle 40M cannot be used with --accel icount"), "{e}");
+    let lone_swap = plan("none", "64M", None).unwrap();
+    assert!(lone_swap.with_throttle(Some("1M"), None).unwrap().throttle.is_some(), "a swap disk is throttled too");
+    let e = plan("none", "none", None).unwrap().with_throttle(Some("40M"), None).unwrap_err().to_string();
+    assert!(e.contains("--disk-throttle 40M") && e.contains("give --scratch-disk SIZE"), "{e}");
+    // A bad value is reported as such even where a throttle could not go.
+    let e = plan("none", "none", None).unwrap().with_throttle(Some("0"), Some("--clock icount")).unwrap_err();
+    assert!(e.to_string().contains("bad value '0' for --disk-throttle"), "{e}");
+}
+
+#[test]
+fn the_images_record_the_throttle_and_leave_qemus_io_to_the_setup() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = plan("64M", "none", None).unwrap();
+    let disks = make_disks(&p, 4096, dir.path(), "a").unwrap();
+    assert_eq!(disks.record.throttle, None, "no throttle unless asked");
+    disks.remove();
+    p.throttle = Some(qemu::disk_io::DiskThrottle { bps: 8 << 20, iops: Some(300) });
+    let disks = make_disks(&p, 4096, dir.path(), "b").unwrap();
+    assert_eq!(disks.record.throttle, Some(ThrottleRecord { bps_total: 8 << 20, iops_total: Some(300) }));
+    assert_eq!(disks.record.io, None, "the cache mode and AIO engine are the setup's to record");
+    disks.remove();
+}
