@@ -185,9 +185,9 @@ fn every_module_pid1_runs_denies_the_panicking_lints() {
     for m in ["system_counters", "error_chain", "schema"] {
         assert!(reached.iter().any(|n| n == m), "loads::{m} is reached from the init, not found in {reached:?}");
     }
-    for m in ["workloads", "applets", "compiler"] {
-        assert!(!reached.iter().any(|n| n == m), "loads::{m} is not PID 1's: {reached:?}");
-    }
+    // Only through the applets (which PID 1 never runs) is the compiler
+    // reached: following `crate::` through them would pull it in.
+    assert!(!reached.iter().any(|n| n == "compiler"), "loads::compiler is not PID 1's: {reached:?}");
     let attr = "#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]";
     assert!(pid1_lints::missing_lints(attr, false).is_empty());
     assert_eq!(pid1_lints::missing_lints(&attr.replace(", clippy::panic", ""), false), ["clippy::panic"]);

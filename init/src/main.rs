@@ -212,6 +212,21 @@ fn run_suite(
             stopped = Some(reason);
             continue;
         }
+        if Instant::now() >= deadline {
+            // The watchdog's time is up (the last workload ended just in
+            // time): what is left is not run, rather than started and
+            // killed at once.
+            let reason = format!("the watchdog's {} s ran out before workload {}", suite.watchdog_s, spec.name);
+            say(&reason);
+            doc.workloads.push(WorkloadResult {
+                name: spec.name.clone(),
+                params: spec.params.clone(),
+                error: Some(format!("not run: {reason}")),
+                ..Default::default()
+            });
+            stopped = Some(reason);
+            continue;
+        }
         if doc.timings.first_workload_s.is_none() {
             doc.timings.first_workload_s = Some(boottime_s());
         }
@@ -247,11 +262,16 @@ fn run_suite(
                 stopped = Some(format!("processes of workload {} could not be killed", spec.name));
             }
         }
-        // The next workload starts on an empty work directory.
+        // The next workload starts on an empty work directory, or not at
+        // all: one measured on another filesystem (the rootfs, after a
+        // failed mount) or among the last one's files would be unlike.
         if let Err(e) = system_setup::fresh_work_dir() {
             let msg = format!("after workload {}: {}", spec.name, error_chain(&e));
             say(&msg);
             push_error(doc, "teardown", msg);
+            if stopped.is_none() {
+                stopped = Some(format!("the work directory could not be renewed after workload {}", spec.name));
+            }
         }
         match runner::workload_stream_json(index + 1, &result) {
             Ok(json) => result_channels::emit_console(&result_channels::frame(Stream::Workload, &doc.run_id, &json)),

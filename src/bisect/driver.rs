@@ -498,6 +498,14 @@ mod tests {
         assert_eq!((*got, *want), (2, 1));
         assert!(e.to_string().contains("version 2, but earlier boots of this bisection ran version 1"), "{e}");
         assert!(state.boots.iter().all(|b| b.workload_version == Some(1)), "the refused boot entered the state");
+        // Boots from before versions (none recorded) ran version 1.
+        let mut lab = ModelLab::new(40, 25, 0.15, noise(), 6);
+        lab.version_change = Some((2, 12));
+        lab.unversioned_before = true;
+        let mut state = BisectState::new(Plan::default(), None, &history.name(0), &history.name(40), 40).unwrap();
+        let mut journal = MemoryJournal::default();
+        let e = Driver::new(&mut state, &mut lab, &mut history, &mut journal).run().unwrap_err();
+        assert!(matches!(e, DriverError::MixedVersions { got: 2, want: 1, .. }), "{e:?}");
         // Without a change the same bisection ends.
         let mut lab = ModelLab::new(40, 25, 0.15, noise(), 6);
         lab.version_change = Some((2, usize::MAX));

@@ -147,6 +147,9 @@ pub struct ModelLab {
     /// version changing to `version` from that lab call on (as if the
     /// image were rebuilt by another bootbench), for version tests.
     pub version_change: Option<(u32, usize)>,
+    /// With `version_change`: boots before the change report no version
+    /// at all, as boots recorded before versions existed.
+    pub unversioned_before: bool,
     /// Fail (as if the host went down) on this lab call, for resume tests.
     pub fail_after: Option<usize>,
     /// Lab calls so far.
@@ -169,6 +172,7 @@ impl ModelLab {
             panic_from: None,
             init_panics: BTreeMap::new(),
             version_change: None,
+            unversioned_before: false,
             fail_after: None,
             calls: 0,
         }
@@ -257,6 +261,7 @@ impl Lab for ModelLab {
             (0..self.noise.iterations.max(1)).map(|_| level * boot * it.sample(&mut self.rng).exp()).collect();
         let workload_version = match self.version_change {
             Some((v, from)) if self.calls >= from => Some(v),
+            Some(_) if self.unversioned_before => None,
             Some(_) => Some(1),
             None => None,
         };

@@ -159,7 +159,36 @@ fn environment(b: &BootRecord) -> Vec<(&'static str, String)> {
         ("initramfs sha256", b.initramfs.sha256.get(..12).unwrap_or(&b.initramfs.sha256).to_string()),
         ("guest CPUs online", guest.map(|p| p.machine.cpus.to_string()).unwrap_or_default()),
         ("bootbench", guest.map(|p| p.bootbench.version.clone()).unwrap_or_default()),
+        // The disks' speed is part of the machine for the workloads that
+        // use them (contest, and dbench on the scratch disk).
+        ("disk I/O", disk_io(b)),
+        ("disk throttle", disk_throttle(b)),
     ]
+}
+
+/// How QEMU did the disks' I/O; empty without disks.
+fn disk_io(b: &BootRecord) -> String {
+    let Some(s) = &b.storage else { return String::new() };
+    if s.scratch.is_none() && s.swap.is_none() {
+        return String::new();
+    }
+    // Files written before this was recorded used QEMU's default.
+    s.io.as_ref().map_or_else(|| "cache=writeback,aio=threads".into(), |io| format!("cache={},aio={}", io.cache, io.aio))
+}
+
+/// The disks' throttle; empty without disks.
+fn disk_throttle(b: &BootRecord) -> String {
+    let Some(s) = &b.storage else { return String::new() };
+    if s.scratch.is_none() && s.swap.is_none() {
+        return String::new();
+    }
+    match &s.throttle {
+        None => "none".into(),
+        Some(t) => match t.iops_total {
+            Some(iops) => format!("{} B/s, {iops} IOPS", t.bps_total),
+            None => format!("{} B/s", t.bps_total),
+        },
+    }
 }
 
 /// Each workload's warmup and measured iteration counts, e.g.

@@ -299,3 +299,30 @@ fn different_workload_versions_are_refused_naming_both() {
         compare(&group("m", mixed), &[group("b", two)], Settings::default(), None, false).unwrap_err().to_string();
     assert!(msg.contains("m: boot #1 ran workload fork version 2, boot #0 version 1"), "{msg}");
 }
+
+#[test]
+fn different_disk_io_or_throttle_is_a_warning() {
+    let with_disk = |io: serde_json::Value, throttle: serde_json::Value| -> crate::results::storage::HostStorage {
+        serde_json::from_value(serde_json::json!({
+            "scratch": {"device": "/dev/vda", "bytes": 67108864, "command": ["mke2fs"], "tool_version": "1.47", "make_s": 0.1},
+            "swap": null, "iosched": null, "page_size": 4096, "io": io, "throttle": throttle
+        }))
+        .unwrap()
+    };
+    let none_uring = serde_json::json!({"cache": "none", "aio": "io_uring", "reason": "r", "dir": "/var/tmp/x"});
+    let mut a = fork_boots(0, "a", "aaaa", &[&[100.0], &[101.0]]);
+    let mut b = fork_boots(2, "b", "bbbb", &[&[100.0], &[101.0]]);
+    for boot in &mut a {
+        // Written before the disks' I/O was recorded: QEMU's default.
+        boot.storage = Some(with_disk(serde_json::Value::Null, serde_json::Value::Null));
+    }
+    for boot in &mut b {
+        boot.storage = Some(with_disk(none_uring.clone(), serde_json::json!({"bps_total": 41943040})));
+    }
+    let r = compare(&group("a", a.clone()), &[group("b", b)], Settings::default(), None, false).unwrap();
+    assert_eq!(r.warnings.len(), 2, "{:?}", r.warnings);
+    assert!(r.warnings[0].contains("disk I/O differs: cache=none,aio=io_uring (b) vs cache=writeback,aio=threads (a)"), "{:?}", r.warnings);
+    assert!(r.warnings[1].contains("disk throttle differs: 41943040 B/s (b) vs none (a)"), "{:?}", r.warnings);
+    // The same disks: no warning; no disks at all: nothing to compare.
+    assert!(compare(&group("a", a.clone()), &[group("b", a)], Settings::default(), None, false).unwrap().warnings.is_empty());
+}

@@ -425,7 +425,9 @@ fn check_one_version(kernels: &[KernelBoots]) -> Result<(), ContestReportError> 
     let mut by_version: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for k in kernels {
         for c in &k.counted {
-            for w in &c.workloads {
+            // A result that measured nothing (not run, stopped at once) may
+            // carry the suite's params rather than the workload's.
+            for w in c.workloads.iter().filter(|w| !w.iterations.is_empty()) {
                 let v = crate::compare::samples::version_text(loads::workload::version_in(&w.params));
                 let who = format!("{} {}", k.input.name, k.place(c.boot, None));
                 let list = by_version.entry(v).or_default();
