@@ -173,7 +173,8 @@ fn disk_io(b: &BootRecord) -> String {
         return String::new();
     }
     // Files written before this was recorded used QEMU's default.
-    s.io.as_ref().map_or_else(|| "cache=writeback,aio=threads".into(), |io| format!("cache={},aio={}", io.cache, io.aio))
+    s.io.as_ref()
+        .map_or_else(|| "cache=writeback,aio=threads".into(), |io| format!("cache={},aio={}", io.cache, io.aio))
 }
 
 /// The disks' throttle; empty without disks.

@@ -321,8 +321,15 @@ fn different_disk_io_or_throttle_is_a_warning() {
     }
     let r = compare(&group("a", a.clone()), &[group("b", b)], Settings::default(), None, false).unwrap();
     assert_eq!(r.warnings.len(), 2, "{:?}", r.warnings);
-    assert!(r.warnings[0].contains("disk I/O differs: cache=none,aio=io_uring (b) vs cache=writeback,aio=threads (a)"), "{:?}", r.warnings);
+    assert!(
+        r.warnings[0].contains("disk I/O differs: cache=none,aio=io_uring (b) vs cache=writeback,aio=threads (a)"),
+        "{:?}",
+        r.warnings
+    );
     assert!(r.warnings[1].contains("disk throttle differs: 41943040 B/s (b) vs none (a)"), "{:?}", r.warnings);
     // The same disks: no warning; no disks at all: nothing to compare.
-    assert!(compare(&group("a", a.clone()), &[group("b", a)], Settings::default(), None, false).unwrap().warnings.is_empty());
+    assert!(compare(&group("a", a.clone()), &[group("b", a)], Settings::default(), None, false)
+        .unwrap()
+        .warnings
+        .is_empty());
 }

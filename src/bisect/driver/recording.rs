@@ -267,8 +267,7 @@ impl<'a, L: Lab, H: History, J: Journal> Driver<'a, L, H, J> {
         let Some(got) = obs.workload_version else { return Ok(()) };
         // A boot with a value from a state written before versions ran
         // version 1 (all that existed then).
-        let recorded =
-            |b: &BootEntry| b.workload_version.or(b.value.map(|_| loads::workload::UNVERSIONED));
+        let recorded = |b: &BootEntry| b.workload_version.or(b.value.map(|_| loads::workload::UNVERSIONED));
         let Some(want) = self.state.boots.iter().find_map(recorded) else { return Ok(()) };
         if got == want {
             return Ok(());
