@@ -174,6 +174,16 @@ pub fn watchdog_deadline(started: Instant, watchdog_s: u64) -> Instant {
     }
 }
 
+/// The result of a workload the suite did not run, and why.
+fn not_run(spec: &loads::suite::WorkloadSpec, reason: &str) -> WorkloadResult {
+    WorkloadResult {
+        name: spec.name.clone(),
+        params: spec.params.clone(),
+        error: Some(format!("not run: {reason}")),
+        ..Default::default()
+    }
+}
+
 /// Runs every workload of `suite` in order, each in a child, printing each
 /// result as it ends. After each, every process the workload left is
 /// killed. A watchdog, a stop signal or processes that cannot be killed
@@ -192,38 +202,22 @@ fn run_suite(
     let mut stopped: Option<String> = None;
     for (index, spec) in suite.workloads.iter().enumerate() {
         if let Some(reason) = &stopped {
-            doc.workloads.push(WorkloadResult {
-                name: spec.name.clone(),
-                params: spec.params.clone(),
-                error: Some(format!("not run: {reason}")),
-                ..Default::default()
-            });
+            doc.workloads.push(not_run(spec, reason));
             continue;
         }
-        if let Some(signal) = signals::stop_requested() {
-            let reason = format!("stopped by signal {signal} before workload {}", spec.name);
+        // A stop signal, or the watchdog's time up (the last workload ended
+        // just in time): what is left is not run, rather than started and
+        // killed at once.
+        let why_not = match signals::stop_requested() {
+            Some(signal) => Some(format!("stopped by signal {signal} before workload {}", spec.name)),
+            None if Instant::now() >= deadline => {
+                Some(format!("the watchdog's {} s ran out before workload {}", suite.watchdog_s, spec.name))
+            }
+            None => None,
+        };
+        if let Some(reason) = why_not {
             say(&reason);
-            doc.workloads.push(WorkloadResult {
-                name: spec.name.clone(),
-                params: spec.params.clone(),
-                error: Some(format!("not run: {reason}")),
-                ..Default::default()
-            });
-            stopped = Some(reason);
-            continue;
-        }
-        if Instant::now() >= deadline {
-            // The watchdog's time is up (the last workload ended just in
-            // time): what is left is not run, rather than started and
-            // killed at once.
-            let reason = format!("the watchdog's {} s ran out before workload {}", suite.watchdog_s, spec.name);
-            say(&reason);
-            doc.workloads.push(WorkloadResult {
-                name: spec.name.clone(),
-                params: spec.params.clone(),
-                error: Some(format!("not run: {reason}")),
-                ..Default::default()
-            });
+            doc.workloads.push(not_run(spec, &reason));
             stopped = Some(reason);
             continue;
         }
