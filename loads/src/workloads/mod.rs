@@ -39,7 +39,8 @@ pub const NAMES: &[&str] = &["fork", "dbench", "tbench", "kbuild", "sdet", "hack
 ///   before the load starts (was: the sync after the load's head start,
 ///   which wrote back what the load had dirtied before the build met it);
 ///   Loads and LCPU% count only the build's window (were: the load's
-///   whole life, head start and stop included).
+///   whole life, head start and stop included); the scratch and swap
+///   disks are `cache=none` by default (were: the host's page cache).
 pub const VERSIONS: [(&str, u32); 7] =
     [("fork", 1), ("dbench", 1), ("tbench", 2), ("kbuild", 1), ("sdet", 1), ("hackbench", 2), ("contest", 2)];
 
