@@ -29,12 +29,18 @@ pub fn process_state() -> Option<crate::schema::ProcessState> {
 
 const PF_KTHREAD: u64 = 0x0020_0000;
 
-/// (ppid, flags) from /proc/PID/stat; the comm field may hold spaces and
-/// parentheses, so fields are counted from its closing parenthesis.
-fn stat_fields(pid: i32) -> Option<(i32, u64)> {
+/// The fields of /proc/PID/stat after the comm, the state first. The comm
+/// may hold spaces and parentheses, so fields are counted from its closing
+/// parenthesis.
+pub fn stat_after_comm(pid: i32) -> Option<Vec<String>> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = after.split_whitespace().collect();
+    let (_, after) = stat.rsplit_once(')')?;
+    Some(after.split_whitespace().map(str::to_string).collect())
+}
+
+/// (ppid, flags) from /proc/PID/stat.
+fn stat_fields(pid: i32) -> Option<(i32, u64)> {
+    let f = stat_after_comm(pid)?;
     // After the comm: state(0) ppid(1) pgrp session tty_nr tpgid flags(6)
     Some((f.get(1)?.parse().ok()?, f.get(6)?.parse().ok()?))
 }

@@ -144,9 +144,7 @@ pub fn group_cpu_s(pgid: i32) -> f64 {
     let mut ticks: u64 = 0;
     for e in dir.flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        let Some((_, after)) = stat.rsplit_once(')') else { continue };
-        let f: Vec<&str> = after.split_whitespace().collect();
+        let Some(f) = crate::quiet::stat_after_comm(pid) else { continue };
         // After the comm: state(0) ppid(1) pgrp(2) ... utime(11) stime(12)
         // cutime(13) cstime(14).
         if f.get(2).and_then(|v| v.parse::<i32>().ok()) != Some(pgid) {
