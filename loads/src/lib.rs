@@ -16,7 +16,7 @@
 //! - `workload` (the trait every workload implements), `suite`,
 //!   `provenance`, `quiet`, `system_counters`.
 //! - At the bottom: `schema`, `console_protocol`, `reap`, `measure`,
-//!   `applet_argv` (how to exec an applet), `error_chain`.
+//!   `applet_argv` (how to exec an applet), `error_chain`, `known_loadfiles`.
 
 pub mod applet_argv;
 pub mod applets;
@@ -25,6 +25,7 @@ pub mod console_protocol;
 pub mod error_chain;
 pub mod file_tools;
 pub mod kernel_build;
+pub mod known_loadfiles;
 pub mod measure;
 pub mod provenance;
 pub mod quiet;

@@ -56,6 +56,20 @@ pub enum WorkloadError {
         /// What is wrong, naming the parameter.
         why: String,
     },
+    /// Two workloads of a suite pin different sha256s for one file.
+    #[error("{first_reader} pins {path} at sha256 {first}, but {second_reader} pins it at {second}")]
+    ImageFileConflict {
+        /// The file.
+        path: String,
+        /// Who pins it first.
+        first_reader: String,
+        /// Its pin.
+        first: String,
+        /// Who pins it differently.
+        second_reader: String,
+        /// That pin.
+        second: String,
+    },
     /// A suite asks for a version of a workload this build does not run.
     #[error("workload '{workload}' is version {runs} in this bootbench, but the suite asks for version {asked}: results of different versions measure different things")]
     Version {
@@ -75,6 +89,19 @@ pub enum WorkloadError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+}
+
+/// A file of the host's that a workload reads in the guest (a dbench
+/// loadfile): the host packs it into the image at the same path, checked
+/// against the sha256 the parameters pin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageFile {
+    /// Absolute path, the same on the host and in the guest.
+    pub path: String,
+    /// The sha256 (hex) the parameters pin, if they do.
+    pub sha256: Option<String>,
+    /// Who reads it, for messages (`dbench's loadfile`).
+    pub reader: String,
 }
 
 /// What every workload gets from the runner.

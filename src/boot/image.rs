@@ -7,7 +7,9 @@ use crate::kernel::{self, DebianArch};
 use anyhow::Context;
 use image::modules::ModuleTree;
 use image::{Compression, Initramfs};
+use loads::known_loadfiles::CLIENT_TXT;
 use loads::suite::Suite;
+use loads::workload::ImageFile;
 use qemu::Arch;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -87,6 +89,82 @@ pub struct BuiltImage {
     pub modules: Vec<String>,
     /// Modules packed for before the workloads, in load order.
     pub early_modules: Vec<String>,
+    /// Host files packed for the workloads (loadfiles): path and sha256.
+    pub files: Vec<(String, String)>,
+}
+
+/// Why a file a workload reads in the guest cannot be packed.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageFileError {
+    /// The path is not absolute, or climbs with `..`.
+    #[error("{reader} {path}: give an absolute path without `..` (the guest reads it at the same path)")]
+    Path {
+        /// Who reads it.
+        reader: String,
+        /// The path.
+        path: String,
+    },
+    /// The host has no such file.
+    #[error("{reader} {path} cannot be read on this host{hint}")]
+    Missing {
+        /// Who reads it.
+        reader: String,
+        /// The path.
+        path: String,
+        /// Where it comes from, when known.
+        hint: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not the one the suite pins.
+    #[error("{reader} {path} has sha256 {actual}, but the suite pins {expected}: a different loadfile measures something else")]
+    Pinned {
+        /// Who reads it.
+        reader: String,
+        /// The path.
+        path: String,
+        /// The pin.
+        expected: String,
+        /// The file's hash.
+        actual: String,
+    },
+}
+
+/// Reads `file` from the host and checks it; returns its path in the
+/// archive, its bytes and their sha256.
+fn read_image_file(file: &ImageFile) -> Result<(String, Vec<u8>, String), ImageFileError> {
+    let path = Path::new(&file.path);
+    let bad_path = || ImageFileError::Path { reader: file.reader.clone(), path: file.path.clone() };
+    if !path.is_absolute() || path.components().any(|c| c == std::path::Component::ParentDir) {
+        return Err(bad_path());
+    }
+    let rel = file.path.trim_start_matches('/').to_string();
+    if rel.is_empty() {
+        return Err(bad_path());
+    }
+    let data = std::fs::read(path).map_err(|source| ImageFileError::Missing {
+        reader: file.reader.clone(),
+        path: file.path.clone(),
+        hint: if file.path == CLIENT_TXT {
+            " (Debian's `dbench` package installs it; `scripts/setup` installs that package)".to_string()
+        } else {
+            String::new()
+        },
+        source,
+    })?;
+    let actual = hex::encode(Sha256::digest(&data));
+    if let Some(expected) = &file.sha256 {
+        if !expected.eq_ignore_ascii_case(&actual) {
+            return Err(ImageFileError::Pinned {
+                reader: file.reader.clone(),
+                path: file.path.clone(),
+                expected: expected.clone(),
+                actual,
+            });
+        }
+    }
+    Ok((rel, data, actual))
 }
 
 /// Packs `names` with their dependencies, except those in `skip`, and
@@ -139,6 +217,12 @@ pub fn build(spec: &ImageSpec, output: &Path) -> anyhow::Result<BuiltImage> {
     // the node; the init then replaces it with /dev/console.
     img.add_char_device("dev/null", 0o666, 1, 3)?;
     img.add_file(SUITE_PATH, 0o644, spec.suite.to_json().into_bytes())?;
+    let mut files = Vec::new();
+    for file in loads::workloads::image_files(&spec.suite)? {
+        let (rel, data, sha256) = read_image_file(&file)?;
+        img.add_file(&rel, 0o644, data)?;
+        files.push((file.path, sha256));
+    }
     let mut packed = Vec::new();
     let mut packed_early = Vec::new();
     if !spec.modules.is_empty() || !spec.early_modules.is_empty() {
@@ -167,6 +251,7 @@ pub fn build(spec: &ImageSpec, output: &Path) -> anyhow::Result<BuiltImage> {
         init_bytes,
         modules: packed,
         early_modules: packed_early,
+        files,
     })
 }
 
@@ -215,5 +300,40 @@ mod tests {
         // Debian ships no big-endian ppc64 kernel, so there is no cached tree.
         let e = modules_dir_for(Arch::Ppc64, None, true).unwrap_err().to_string();
         assert!(e.contains("no big-endian ppc64 kernel"), "{e}");
+    }
+
+    #[test]
+    fn a_loadfile_is_packed_only_as_pinned_and_named_in_every_refusal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("client.txt");
+        std::fs::write(&path, b"Close 1 NT_STATUS_OK\n").unwrap();
+        let sha = hex::encode(Sha256::digest(b"Close 1 NT_STATUS_OK\n"));
+        let file = |path: &str, sha256: Option<&str>| ImageFile {
+            path: path.to_string(),
+            sha256: sha256.map(str::to_string),
+            reader: "dbench's loadfile".into(),
+        };
+        let p = path.to_str().unwrap();
+        let (rel, data, got) = read_image_file(&file(p, Some(&sha.to_uppercase()))).unwrap();
+        assert_eq!(
+            (rel.as_str(), data.as_slice(), got.as_str()),
+            (&p[1..], &b"Close 1 NT_STATUS_OK\n"[..], sha.as_str())
+        );
+        assert_eq!(read_image_file(&file(p, None)).unwrap().2, sha, "unpinned: packed, its hash recorded");
+        let e = read_image_file(&file(p, Some("00"))).unwrap_err().to_string();
+        assert!(e.contains(p) && e.contains(&sha) && e.contains("pins 00") && e.contains("dbench's loadfile"), "{e}");
+        let e = read_image_file(&file("/nonexistent/x.txt", None)).unwrap_err().to_string();
+        assert!(e.contains("/nonexistent/x.txt cannot be read"), "{e}");
+        let e = read_image_file(&file("/nonexistent/usr/share/dbench/client.txt", None)).unwrap_err().to_string();
+        assert!(!e.contains("scripts/setup"), "the hint is for Debian's path only: {e}");
+        if !Path::new(CLIENT_TXT).exists() {
+            let e = read_image_file(&file(CLIENT_TXT, None)).unwrap_err().to_string();
+            assert!(e.contains("scripts/setup"), "{e}");
+        }
+        for bad in ["client.txt", "/a/../etc/shadow", "/"] {
+            let e = read_image_file(&file(bad, None)).unwrap_err();
+            assert!(matches!(e, ImageFileError::Path { .. }), "{bad}: {e}");
+            assert!(e.to_string().contains(bad), "{e}");
+        }
     }
 }

@@ -46,6 +46,7 @@ fn prepare_image(
             init_bytes: 0,
             modules: Vec::new(),
             early_modules: Vec::new(),
+            files: Vec::new(),
         };
         return Ok(PreparedImage { built, port: !args.no_port });
     }
@@ -175,6 +176,9 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
                 format!("; early: {}", img.built.early_modules.join(","))
             }
         );
+        for (path, sha256) in &img.built.files {
+            eprintln!("run: packed {path} (sha256 {sha256})");
+        }
         images.push(img);
     }
     eprintln!("run: accel {} ({}); {} vCPU, {} MiB", choice.accel, choice.reason, args.smp, mem_mib);

@@ -66,5 +66,8 @@ pub fn run(args: &ImageArgs) -> anyhow::Result<ExitCode> {
     if !built.early_modules.is_empty() {
         println!("early    {}", built.early_modules.join(", "));
     }
+    for (path, sha256) in &built.files {
+        println!("file     {path} (sha256 {sha256})");
+    }
     Ok(ExitCode::SUCCESS)
 }

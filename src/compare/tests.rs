@@ -160,6 +160,28 @@ fn failed_boots_are_left_out_and_listed() {
 }
 
 #[test]
+fn results_of_different_loadfiles_are_never_compared() {
+    let with_loadfile = |mut boots: Vec<BootRecord>, name: &str, sha: &str| {
+        for boot in &mut boots {
+            let w = &mut boot.result.as_mut().unwrap().workloads[0];
+            w.name = "dbench".into();
+            w.params.insert("loadfile".into(), name.into());
+            w.params.insert("loadfile_sha256".into(), sha.into());
+        }
+        boots
+    };
+    let a = with_loadfile(fork_boots(0, "a", "aaaa", &[&[100.0], &[101.0]]), "/usr/share/dbench/client.txt", "ec27");
+    let same = with_loadfile(fork_boots(2, "b", "bbbb", &[&[100.0], &[101.0]]), "/usr/share/dbench/client.txt", "ec27");
+    compare(&group("a", a.clone()), &[group("b", same)], Settings::default(), None, false).unwrap();
+    for (name, sha) in [("/usr/share/dbench/client.txt", "0bad"), ("builtin", "ec27")] {
+        let b = with_loadfile(fork_boots(2, "b", "bbbb", &[&[100.0], &[101.0]]), name, sha);
+        let e = compare(&group("a", a.clone()), &[group("b", b)], Settings::default(), None, false).unwrap_err();
+        let msg = format!("{:#}", anyhow::Error::from(e));
+        assert!(msg.contains("different parameters") && msg.contains(name) && msg.contains(sha), "{msg}");
+    }
+}
+
+#[test]
 fn different_workloads_or_params_are_refused() {
     let a = fork_boots(0, "a", "aaaa", &[&[100.0], &[101.0]]);
     let mut b = fork_boots(2, "b", "bbbb", &[&[100.0], &[101.0]]);

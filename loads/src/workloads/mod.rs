@@ -7,7 +7,9 @@
 //! does not import it either: it is given [`NAMES`], here.
 
 use crate::suite::{CmdlineConfig, Suite, SuiteError};
-use crate::workload::{params_without_version, parse_params, RunContext, Workload, WorkloadError, VERSION_PARAM};
+use crate::workload::{
+    params_without_version, parse_params, ImageFile, RunContext, Workload, WorkloadError, VERSION_PARAM,
+};
 
 pub mod contest;
 pub mod dbench;
@@ -73,6 +75,45 @@ pub fn prepare(
         "contest" => Ok(Box::new(contest::Contest::new(parse_params("contest", params)?, ctx)?)),
         other => Err(WorkloadError::Unknown(other.to_string())),
     }
+}
+
+/// The host files the guest reads when it runs `suite` (the loadfiles of
+/// dbench, tbench and contest's dbench_load that are not the built-in
+/// one), each once: what the host packs into the image at the same path.
+/// Parameters are read as [`prepare`] reads them; pins of one file must
+/// agree, and a file pinned anywhere is pinned.
+pub fn image_files(suite: &Suite) -> Result<Vec<ImageFile>, WorkloadError> {
+    let mut files: Vec<ImageFile> = Vec::new();
+    for spec in &suite.workloads {
+        let params = &params_without_version(&spec.params);
+        let wanted = match spec.name.as_str() {
+            "dbench" | "tbench" => parse_params::<nbench::params::NbenchParams>(&spec.name, params)?
+                .image_file(&spec.name)
+                .into_iter()
+                .collect(),
+            "contest" => parse_params::<contest::ContestParams>(&spec.name, params)?.image_files(),
+            _ => Vec::new(),
+        };
+        for f in wanted {
+            match files.iter_mut().find(|g| g.path == f.path) {
+                None => files.push(f),
+                Some(g) => match (&g.sha256, &f.sha256) {
+                    (Some(a), Some(b)) if !a.eq_ignore_ascii_case(b) => {
+                        return Err(WorkloadError::ImageFileConflict {
+                            path: f.path,
+                            first_reader: g.reader.clone(),
+                            first: a.clone(),
+                            second_reader: f.reader,
+                            second: b.clone(),
+                        })
+                    }
+                    (None, Some(b)) => g.sha256 = Some(b.clone()),
+                    _ => {}
+                },
+            }
+        }
+    }
+    Ok(files)
 }
 
 /// The suite checks workload names against the names it is given; these
@@ -169,7 +210,7 @@ mod tests {
     }
 
     #[test]
-    fn builtin_suites_prepare_dbench_and_tbench() {
+    fn builtin_suites_prepare_dbench_and_tbench_on_their_loadfiles() {
         let ctx = RunContext::new(1, std::env::temp_dir());
         // The sized suites; `contest` is contest alone.
         for size in ["quick", "standard", "full"] {
@@ -177,10 +218,53 @@ mod tests {
             let mut seen = 0;
             for spec in suite.workloads.iter().filter(|w| w.name == "dbench" || w.name == "tbench") {
                 let w = prepare(&spec.name, &spec.params, &ctx).unwrap();
-                assert_eq!(w.params()["loadfile"], serde_json::json!("builtin"));
+                let (loadfile, sha) = if size == "quick" {
+                    ("builtin", nbench::builtin_loadfile::BUILTIN_SHA256)
+                } else {
+                    (crate::known_loadfiles::CLIENT_TXT, crate::known_loadfiles::CLIENT_TXT_SHA256)
+                };
+                assert_eq!((&w.params()["loadfile"], &w.params()["loadfile_sha256"]), (&loadfile.into(), &sha.into()));
                 seen += 1;
             }
             assert_eq!(seen, 2, "{size}");
         }
+    }
+
+    #[test]
+    fn the_image_carries_each_named_loadfile_once_and_pins_must_agree() {
+        use crate::known_loadfiles::{CLIENT_TXT, CLIENT_TXT_SHA256};
+        assert_eq!(image_files(&Suite::builtin("quick").unwrap()).unwrap(), [], "quick replays the built-in loadfile");
+        for size in ["standard", "full"] {
+            let files = image_files(&Suite::builtin(size).unwrap()).unwrap();
+            assert_eq!(files.len(), 1, "{size}: dbench and tbench share one file: {files:?}");
+            assert_eq!(files[0].path, CLIENT_TXT, "{size}");
+            assert_eq!(files[0].sha256.as_deref(), Some(CLIENT_TXT_SHA256), "{size}: pinned");
+        }
+        let contest = image_files(&Suite::builtin("contest").unwrap()).unwrap();
+        assert_eq!(contest.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), [CLIENT_TXT], "dbench_load's");
+        assert_eq!(contest[0].reader, "contest's dbench_load");
+
+        let suite = |workloads: serde_json::Value| {
+            Suite::from_json("t", &serde_json::json!({ "name": "t", "workloads": workloads }).to_string()).unwrap()
+        };
+        let no_dbench_row = suite(serde_json::json!([{ "name": "contest", "params": { "rows": "no_load,io_load" } }]));
+        assert_eq!(image_files(&no_dbench_row).unwrap(), [], "without dbench_load contest reads no loadfile");
+        // One workload pins, one does not: the file is packed once, pinned.
+        let one_pin = suite(serde_json::json!([
+            { "name": "dbench", "params": { "loadfile": "/x/client.txt" } },
+            { "name": "tbench", "params": { "loadfile": "/x/client.txt", "loadfile_sha256": "ab" } },
+            { "name": "hackbench" },
+        ]));
+        let files = image_files(&one_pin).unwrap();
+        assert_eq!(files.len(), 1);
+        assert_eq!((files[0].path.as_str(), files[0].sha256.as_deref()), ("/x/client.txt", Some("ab")));
+        let conflict = suite(serde_json::json!([
+            { "name": "dbench", "params": { "loadfile": "/x/client.txt", "loadfile_sha256": "ab" } },
+            { "name": "contest", "params": { "dbench_loadfile": "/x/client.txt", "dbench_loadfile_sha256": "cd" } },
+        ]));
+        let e = image_files(&conflict).unwrap_err().to_string();
+        assert!(e.contains("/x/client.txt") && e.contains("ab") && e.contains("cd"), "{e}");
+        let bad = suite(serde_json::json!([{ "name": "dbench", "params": { "loadfile": 3 } }]));
+        assert!(matches!(image_files(&bad), Err(WorkloadError::BadParams { .. })));
     }
 }

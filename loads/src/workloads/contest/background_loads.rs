@@ -6,9 +6,9 @@
 //! time or reap the leader (that is `load_process`).
 
 use super::shared_page::SharedPage;
-use crate::workloads::nbench::client_driver::{run_clients, DriverError, Phases};
+use crate::workloads::nbench::client_driver::{run_clients, DriverError, Phases, Replayer};
 use crate::workloads::nbench::fs_client::FsClient;
-use crate::workloads::nbench::loadfile::Loadfile;
+use crate::workloads::nbench::loadfile::{Line, Loadfile};
 use nix::sys::mman::{mmap_anonymous, MapFlags, ProtFlags};
 use nix::sys::signal::{signal, SigHandler, Signal};
 use nix::sys::wait::{waitpid, WaitStatus};
@@ -26,9 +26,6 @@ pub const MIB: u64 = 1 << 20;
 
 /// Bytes each message of process_load carries.
 const RING_MESSAGE: usize = 4096;
-
-/// How long one dbench_load round runs before the stop flag is checked.
-const DBENCH_ROUND: Duration = Duration::from_secs(2);
 
 /// Errors of a load's body. Each names the load and what failed.
 #[derive(Debug, thiserror::Error)]
@@ -76,6 +73,9 @@ pub enum LoadBodyError {
     /// dbench_load's clients failed.
     #[error("dbench_load: the dbench clients failed")]
     Dbench(#[source] DriverError),
+    /// dbench_load was started without its loadfile.
+    #[error("dbench_load: no loadfile was read for it")]
+    NoLoadfile,
 }
 
 /// A background load.
@@ -157,8 +157,8 @@ pub struct LoadEnv {
     pub list_root: PathBuf,
     /// dbench_load's clients.
     pub dbench_clients: u32,
-    /// dbench_load's loadfile.
-    pub dbench_loadfile: Loadfile,
+    /// dbench_load's loadfile (read only when that row runs).
+    pub dbench_loadfile: Option<Loadfile>,
 }
 
 fn io(load: &'static str, what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> LoadBodyError {
@@ -524,18 +524,50 @@ fn mem(env: &LoadEnv, page: &SharedPage) -> Result<(), LoadBodyError> {
     }
 }
 
+/// dbench_load's client: dbench's file client, each completed operation
+/// counted in the shared page as it completes (so the build's window
+/// reads the work done inside it), stopping at the stop flag.
+struct CountedClient<'a> {
+    client: FsClient,
+    page: &'a SharedPage,
+}
+
+impl Replayer for CountedClient<'_> {
+    type Error = <FsClient as Replayer>::Error;
+
+    fn execute(&mut self, line: &Line) -> Result<(), Self::Error> {
+        self.client.execute(line)?;
+        self.page.add_work(1);
+        Ok(())
+    }
+
+    fn stopped(&self) -> bool {
+        self.page.stop_requested()
+    }
+
+    fn new_pass(&mut self) {
+        self.client.new_pass();
+    }
+}
+
+/// How long dbench_load's clients may run: longer than any contest row
+/// (the stop flag ends them).
+const DBENCH_LOAD_BOUND: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// dbench as contest ran it: `dbench_clients` clients replaying the
+/// loadfile pass after pass, each in its own directory, until contest
+/// stops the load. Work is operations completed.
 fn dbench(env: &LoadEnv, page: &SharedPage) -> Result<(), LoadBodyError> {
     const L: &str = "dbench_load";
+    let lf = env.dbench_loadfile.as_ref().ok_or(LoadBodyError::NoLoadfile)?;
     let dir = env.dir.join("dbench_load");
-    let max_io = env.dbench_loadfile.max_io_size();
-    let phases = Phases { warmup: Duration::ZERO, measure: DBENCH_ROUND };
-    while !page.stop_requested() {
-        std::fs::create_dir_all(&dir).map_err(io(L, "create", &dir))?;
-        let out = run_clients(env.dbench_clients, phases, &env.dbench_loadfile, |id| FsClient::open(&dir, id, max_io))
-            .map_err(LoadBodyError::Dbench)?;
-        page.add_work(out.ops().iter().map(|o| o.count).sum());
-        std::fs::remove_dir_all(&dir).map_err(io(L, "remove", &dir))?;
-    }
+    std::fs::create_dir_all(&dir).map_err(io(L, "create", &dir))?;
+    let max_io = lf.max_io_size();
+    let phases = Phases { warmup: Duration::ZERO, measure: DBENCH_LOAD_BOUND };
+    run_clients(env.dbench_clients, phases, lf, |id| {
+        FsClient::open(&dir, id, max_io).map(|client| CountedClient { client, page })
+    })
+    .map_err(LoadBodyError::Dbench)?;
     Ok(())
 }
 

@@ -337,7 +337,7 @@ mod tests {
             read_file: dir.join("read"),
             list_root: dir.to_path_buf(),
             dbench_clients: 1,
-            dbench_loadfile: crate::workloads::nbench::builtin_loadfile::builtin().unwrap(),
+            dbench_loadfile: Some(crate::workloads::nbench::builtin_loadfile::builtin().unwrap()),
         }
     }
 

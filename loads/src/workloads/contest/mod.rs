@@ -15,14 +15,15 @@ pub mod page_cache;
 pub mod scratch_space;
 mod shared_page;
 
-use super::nbench::builtin_loadfile;
+use super::nbench::params::{load as load_loadfile, loadfile_in_image};
 use crate::error_chain::error_chain;
 use crate::kernel_build::make::{build_once, prepare_build, timed_build, BuildStats, JobLimit};
 use crate::kernel_build::online_cpus;
 use crate::kernel_build::source_tree::{SourceTree, TreeSpec};
+use crate::known_loadfiles::CLIENT_TXT;
 use crate::schema::{Iteration, Metric, SystemDeltas};
 use crate::system_counters::IterationCounters;
-use crate::workload::{params_map, RunContext, Workload, WorkloadError};
+use crate::workload::{params_map, ImageFile, RunContext, Workload, WorkloadError};
 use background_loads::{LoadEnv, LoadKind, MIB};
 use load_process::{LoadReport, LoadWindow};
 use scratch_space::ScratchSpace;
@@ -121,6 +122,27 @@ pub struct ContestParams {
     pub ring_procs: Option<u32>,
     /// dbench_load's clients; default 16 × CPUs.
     pub dbench_clients: Option<u32>,
+    /// dbench_load's loadfile: dbench's own `client.txt` by default (the
+    /// host packs it into the image), `builtin` for the seeded built-in
+    /// one, or another path.
+    pub dbench_loadfile: String,
+    /// The sha256 (hex) dbench_load's loadfile must have; filled in the
+    /// result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dbench_loadfile_sha256: Option<String>,
+}
+
+impl ContestParams {
+    /// The files the guest must find in the image: dbench_load's loadfile
+    /// when that row runs and the loadfile is not the built-in one.
+    pub fn image_files(&self) -> Vec<ImageFile> {
+        let dbench_row = LoadKind::Dbench.name();
+        if !self.rows.iter().any(|r| r == dbench_row) {
+            return Vec::new();
+        }
+        let reader = format!("{NAME}'s {dbench_row}");
+        loadfile_in_image(&self.dbench_loadfile, self.dbench_loadfile_sha256.as_deref(), &reader).into_iter().collect()
+    }
 }
 
 /// A list of strings, or one string of comma-separated words (what a
@@ -153,6 +175,8 @@ impl Default for ContestParams {
             tar_files: 300,
             ring_procs: None,
             dbench_clients: None,
+            dbench_loadfile: CLIENT_TXT.to_string(),
+            dbench_loadfile_sha256: None,
         }
     }
 }
@@ -262,15 +286,25 @@ impl Contest {
         let file_bytes = (mem_bytes / MIB).max(1) * MIB;
         let cpus = online_cpus();
         let jobs = params.jobs.unwrap_or((cpus as u32).saturating_mul(4));
+        let dbench_clients = params.dbench_clients.unwrap_or((cpus as u32).saturating_mul(16));
+        let dbench_loadfile = rows
+            .contains(&Row::Load(LoadKind::Dbench))
+            .then(|| load_loadfile(&params.dbench_loadfile, params.dbench_loadfile_sha256.as_deref()))
+            .transpose()
+            .map_err(failed)?;
         let space = scratch_space::choose(&params.dir, &ctx.work_dir).map_err(failed)?;
         let has = |k: LoadKind| rows.contains(&Row::Load(k));
         // Files the rows keep at once: io_load's and read_load's RAM-sized
-        // files, plus trees, archives and dbench's files (64 MiB slack).
+        // files, dbench_load's clients' files, plus trees and archives
+        // (64 MiB slack).
+        let dbench_bytes =
+            dbench_loadfile.as_ref().map_or(0, |lf| lf.files_bytes_bound().saturating_mul(u64::from(dbench_clients)));
         let need = [(has(LoadKind::Io), file_bytes), (has(LoadKind::Read), file_bytes)]
             .iter()
             .filter(|(on, _)| *on)
             .map(|(_, b)| *b)
             .sum::<u64>()
+            .saturating_add(dbench_bytes)
             + 64 * MIB;
         space.require(need).map_err(failed)?;
 
@@ -303,14 +337,15 @@ impl Contest {
             tar_archive,
             read_file,
             list_root: PathBuf::from("/"),
-            dbench_clients: params.dbench_clients.unwrap_or((cpus as u32).saturating_mul(16)),
-            dbench_loadfile: builtin_loadfile::builtin().map_err(failed)?,
+            dbench_clients,
+            dbench_loadfile,
         };
         let mut params = params;
         params.mem_bytes = Some(mem_bytes);
         params.jobs = Some(jobs);
         params.ring_procs = Some(env.ring_procs);
         params.dbench_clients = Some(env.dbench_clients);
+        params.dbench_loadfile_sha256 = env.dbench_loadfile.as_ref().map(|lf| lf.sha256.clone());
         params.rows = rows.iter().map(|r| r.name().to_string()).collect();
         let me = Contest { params, rows, space, tree, jobs, cpus, env, applet_exe: ctx.applet_exe.clone() };
         // As kernbench did: one untimed build first, so the first row does

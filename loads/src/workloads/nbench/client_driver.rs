@@ -56,6 +56,12 @@ pub trait Replayer {
     }
     /// Called before each pass over the loadfile.
     fn new_pass(&mut self) {}
+    /// True when the client should end its replay now, before the end of
+    /// the timed phase (a background load being stopped); checked before
+    /// each line. The client then reports as at the end of the phase.
+    fn stopped(&self) -> bool {
+        false
+    }
     /// Counters for the iteration's detail.
     fn counters(&self) -> BTreeMap<String, u64> {
         BTreeMap::new()
@@ -240,6 +246,9 @@ fn replay<R: Replayer>(r: &mut R, id: u32, lf: &Loadfile, start: u64, phases: Ph
         r.new_pass();
         let pass_start = now;
         for line in &lf.lines {
+            if r.stopped() {
+                break 'passes;
+            }
             if let Some(at) = line.at_s {
                 // Paced loadfile: wait for the recorded time, as dbench does.
                 let target = pass_start.saturating_add((at * 1e9) as u64).min(end);

@@ -5,6 +5,7 @@
 use super::builtin_loadfile::{self, BUILTIN_NAME};
 use super::client_driver::Phases;
 use super::loadfile::{Loadfile, LoadfileError};
+use crate::workload::ImageFile;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
@@ -44,6 +45,33 @@ pub enum ParamsError {
         /// The file's hash.
         actual: String,
     },
+}
+
+/// Reads `loadfile` (`builtin` or a path) and checks it against the
+/// sha256 `pinned`, if given.
+pub fn load(loadfile: &str, pinned: Option<&str>) -> Result<Loadfile, ParamsError> {
+    let lf = if loadfile == BUILTIN_NAME { builtin_loadfile::builtin() } else { Loadfile::read(Path::new(loadfile)) }
+        .map_err(|e| ParamsError::Loadfile(loadfile.to_string(), e))?;
+    if let Some(expected) = pinned {
+        if !expected.eq_ignore_ascii_case(&lf.sha256) {
+            return Err(ParamsError::Pinned {
+                loadfile: loadfile.to_string(),
+                expected: expected.to_string(),
+                actual: lf.sha256.clone(),
+            });
+        }
+    }
+    Ok(lf)
+}
+
+/// The image file for `loadfile` (none for the built-in one), read by
+/// `reader`.
+pub fn loadfile_in_image(loadfile: &str, pinned: Option<&str>, reader: &str) -> Option<ImageFile> {
+    (loadfile != BUILTIN_NAME).then(|| ImageFile {
+        path: loadfile.to_string(),
+        sha256: pinned.map(str::to_string),
+        reader: reader.to_string(),
+    })
 }
 
 /// Parameters of `dbench` and `tbench`.
@@ -89,23 +117,15 @@ impl NbenchParams {
                 return Err(ParamsError::Seconds { param, min, value });
             }
         }
-        let lf = if self.loadfile == BUILTIN_NAME {
-            builtin_loadfile::builtin()
-        } else {
-            Loadfile::read(Path::new(&self.loadfile))
-        }
-        .map_err(|e| ParamsError::Loadfile(self.loadfile.clone(), e))?;
-        if let Some(expected) = &self.loadfile_sha256 {
-            if !expected.eq_ignore_ascii_case(&lf.sha256) {
-                return Err(ParamsError::Pinned {
-                    loadfile: self.loadfile.clone(),
-                    expected: expected.clone(),
-                    actual: lf.sha256.clone(),
-                });
-            }
-        }
+        let lf = load(&self.loadfile, self.loadfile_sha256.as_deref())?;
         self.loadfile_sha256 = Some(lf.sha256.clone());
         Ok((self, lf))
+    }
+
+    /// The loadfile the guest must find in the image, unless it is the
+    /// built-in one; `workload` names the reader in messages.
+    pub fn image_file(&self, workload: &str) -> Option<ImageFile> {
+        loadfile_in_image(&self.loadfile, self.loadfile_sha256.as_deref(), &format!("{workload}'s loadfile"))
     }
 
     /// The warmup and timed phases.

@@ -403,4 +403,29 @@ impl Loadfile {
     pub fn payload_bytes_per_pass(&self) -> u64 {
         self.lines.iter().map(|l| l.op.payload_bytes()).sum()
     }
+
+    /// An upper bound on the bytes of files one client keeps at once: for
+    /// every file it writes (by path), the furthest byte any WriteX reaches,
+    /// summed over files. Sizes the space a run of many clients needs
+    /// (about 24 MB per client for dbench's `client.txt`).
+    pub fn files_bytes_bound(&self) -> u64 {
+        let mut open: std::collections::HashMap<Handle, &str> = std::collections::HashMap::new();
+        let mut extent: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
+        for l in &self.lines {
+            match &l.op {
+                Op::NtCreateX { path, handle, .. } => {
+                    open.insert(*handle, path.as_str());
+                }
+                Op::WriteX { handle, offset, size, .. } => {
+                    if let Some(path) = open.get(handle) {
+                        let end = offset.saturating_add(u64::from(*size));
+                        let e = extent.entry(path).or_insert(0);
+                        *e = (*e).max(end);
+                    }
+                }
+                _ => {}
+            }
+        }
+        extent.values().fold(0u64, |a, b| a.saturating_add(*b))
+    }
 }

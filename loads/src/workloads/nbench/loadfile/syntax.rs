@@ -17,7 +17,7 @@ pub const MAX_IO_SIZE: u32 = 16 * 1024 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum LoadfileError {
     /// The file could not be read.
-    #[error("cannot read loadfile {path}")]
+    #[error("cannot read loadfile {path} (in a guest: the image holds the loadfiles of the suite it was built with; a suite chosen on the kernel cmdline needs an image built with it)")]
     Read {
         /// The file.
         path: PathBuf,

@@ -170,3 +170,26 @@ fn a_quoted_field_may_hold_a_dos_dot() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn the_space_a_client_keeps_is_the_furthest_write_of_each_file() {
+    let lf = Loadfile::parse(
+        "t",
+        concat!(
+            "NTCreateX \"\\clients\\client1\\a\" 0x40 0x2 1 NT_STATUS_OK\n",
+            "WriteX 1 0 4096 4096 NT_STATUS_OK\n",
+            "WriteX 1 8192 100 100 NT_STATUS_OK\n",
+            "WriteX 1 0 10 10 NT_STATUS_OK\n",
+            "Close 1 NT_STATUS_OK\n",
+            "NTCreateX \"\\clients\\client1\\b\" 0x40 0x2 1 NT_STATUS_OK\n",
+            "WriteX 1 0 50 50 NT_STATUS_OK\n",
+            "Close 1 NT_STATUS_OK\n",
+            "NTCreateX \"\\clients\\client1\\a\" 0x40 0x1 2 NT_STATUS_OK\n",
+            "WriteX 2 0 20 20 NT_STATUS_OK\n",
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    // a reaches byte 8292 (handle 1, then 2), b byte 50; rewrites add nothing.
+    assert_eq!(lf.files_bytes_bound(), 8292 + 50);
+}
