@@ -12,6 +12,7 @@
 pub mod background_loads;
 pub mod load_process;
 pub mod page_cache;
+pub mod ring;
 pub mod scratch_space;
 mod shared_page;
 
@@ -117,7 +118,8 @@ pub struct ContestParams {
     pub max_oom_kills: u64,
     /// Source files of the tree ctar_load archives and xtar_load extracts.
     pub tar_files: u32,
-    /// Processes in process_load's ring; default 4 × CPUs.
+    /// Exec'd processes in process_load's ring (N); default 4 × CPUs, as
+    /// contest. The ring carries max(1, N / 8) chunks (`ring::chunks`).
     pub ring_procs: Option<u32>,
     /// dbench_load's clients; default 16 × CPUs.
     pub dbench_clients: Option<u32>,
@@ -296,6 +298,7 @@ impl Contest {
         let env = LoadEnv {
             dir: root.join("load"),
             ring_procs: params.ring_procs.unwrap_or((cpus as u32).saturating_mul(4)),
+            applet_exe: ctx.applet_exe.clone(),
             file_bytes,
             mem_bytes,
             max_oom_kills: params.max_oom_kills,
