@@ -92,10 +92,22 @@ fn build_once_is_deterministic_and_reports_a_failed_compile() {
     let d = tempfile::tempdir().unwrap();
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_bootbench-applet"));
     let tree = SourceTree::generate(&d.path().join("t"), &TreeSpec { files: 10, headers: 0 }, 99).unwrap();
-    let a = build_once(&tree, JobLimit::Jobs(3), &exe).unwrap();
+    let accounted = in_pid_namespace(|| {
+        let a = build_once(&tree, JobLimit::Jobs(3), &exe).unwrap();
+        serde_json::json!([a.image_sha256, a.compiles, a.execs])
+    });
     let b = build_once(&tree, JobLimit::Unbounded, &exe).unwrap();
-    assert_eq!(a.image_sha256, b.image_sha256);
-    assert_eq!((a.compiles, a.execs), (10, 12));
+    assert_eq!(accounted.value[0], b.image_sha256.as_str());
+    // The build's counts against the kernel's: make, 10 compiles and the
+    // link, all exec'd, and nothing else.
+    let make = accounted.children_of(1);
+    assert_eq!(make.len(), 1, "{make:?}");
+    let jobs = accounted.children_of(make[0].pid);
+    assert_eq!(jobs.len(), 11);
+    assert!(accounted.ended.iter().all(|e| e.execd), "{:?}", accounted.ended);
+    assert_eq!(accounted.processes, 13, "pid 1, make and its jobs");
+    let (compiles, execs) = (accounted.value[1].as_u64(), accounted.value[2].as_u64());
+    assert_eq!((compiles, execs), (Some(jobs.len() as u64 - 1), Some(1 + jobs.len() as u64)), "make's counts");
     // Break one source: the build fails naming file and line, and no job
     // is left behind.
     let victim = tree.root.join(&tree.sources[4]);
