@@ -28,7 +28,8 @@ pub enum AppletError {
 }
 
 /// Names of every applet.
-pub const NAMES: &[&str] = &["true", "cc", "ld", "make", "ls", "cp", "cat", "grep", "sort", "wc", "mkdir", "rm"];
+pub const NAMES: &[&str] =
+    &["true", "cc", "ld", "make", "ls", "cp", "cat", "grep", "sort", "wc", "mkdir", "rm", "ring"];
 
 /// If `args` (a whole argv) selects applet mode, runs the applet and
 /// returns its exit code; otherwise `None`.
@@ -56,6 +57,8 @@ pub fn run(name: &str, args: &[OsString]) -> Result<i32, AppletError> {
         "cc" => Ok(crate::compiler::cc_main(args)),
         "ld" => Ok(crate::compiler::ld_main(args)),
         "make" => Ok(crate::kernel_build::make::main(args)),
+        // A member of contest's process_load ring.
+        "ring" => Ok(crate::workloads::contest::ring::member_main(args)),
         // SDET's commands.
         other if crate::file_tools::NAMES.contains(&other) => Ok(crate::file_tools::run(other, args).unwrap_or(127)),
         other => Err(AppletError::Unknown(other.to_string())),

@@ -5,27 +5,23 @@
 //! takes effect within one unit. Owns what each load does; must not start,
 //! time or reap the leader (that is `load_process`).
 
+use super::ring::{self, RingError};
 use super::shared_page::SharedPage;
 use crate::workloads::nbench::client_driver::{run_clients, DriverError, Phases, Replayer};
 use crate::workloads::nbench::fs_client::FsClient;
 use crate::workloads::nbench::loadfile::{Line, Loadfile};
 use nix::sys::mman::{mmap_anonymous, MapFlags, ProtFlags};
-use nix::sys::signal::{signal, SigHandler, Signal};
 use nix::sys::wait::{waitpid, WaitStatus};
-use nix::unistd::{fork, ForkResult, Pid};
+use nix::unistd::{fork, ForkResult};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::num::NonZeroUsize;
-use std::os::fd::{IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// One MiB: the I/O unit of io_load and read_load.
 pub const MIB: u64 = 1 << 20;
-
-/// Bytes each message of process_load carries.
-const RING_MESSAGE: usize = 4096;
 
 /// Errors of a load's body. Each names the load and what failed.
 #[derive(Debug, thiserror::Error)]
@@ -76,12 +72,16 @@ pub enum LoadBodyError {
     /// dbench_load was started without its loadfile.
     #[error("dbench_load: no loadfile was read for it")]
     NoLoadfile,
+    /// process_load's ring failed.
+    #[error("process_load")]
+    Ring(#[source] RingError),
 }
 
 /// A background load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LoadKind {
-    /// 4 × ncpus processes passing data round a ring of pipes.
+    /// 4 × ncpus exec'd processes in a ring of pipes, passing a few
+    /// chunks round it (`ring`).
     Process,
     /// Create a tar of a source tree, repeatedly.
     Ctar,
@@ -118,9 +118,11 @@ impl LoadKind {
     }
 
     /// The unit the load's work is counted in (contest's "Loads" column).
+    /// process_load's is the lap: one chunk's whole trip round the ring
+    /// (N + 1 hops: every member and the leader, which counts it).
     pub fn unit(self) -> &'static str {
         match self {
-            LoadKind::Process => "messages",
+            LoadKind::Process => "laps",
             LoadKind::Ctar => "archives",
             LoadKind::Xtar => "extractions",
             LoadKind::Io => "MiB written",
@@ -139,8 +141,11 @@ pub struct LoadEnv {
     /// A directory of the load's own on the scratch filesystem (emptied by
     /// contest between rows).
     pub dir: PathBuf,
-    /// Processes in process_load's ring.
+    /// Exec'd members of process_load's ring (N; the leader makes one
+    /// more station).
     pub ring_procs: u32,
+    /// The executable whose `ring` applet process_load's members run.
+    pub applet_exe: PathBuf,
     /// Size of io_load's file (whole MiB).
     pub file_bytes: u64,
     /// The RAM size mem_load touches 110% of.
@@ -308,122 +313,8 @@ fn fork_loop(page: &SharedPage) -> Result<(), LoadBodyError> {
     Ok(())
 }
 
-fn close_raw(fd: RawFd) {
-    // SAFETY: closing a descriptor this process owns and no longer uses.
-    unsafe { libc::close(fd) };
-}
-
-fn read_full(fd: RawFd, buf: &mut [u8]) -> Result<usize, nix::Error> {
-    let mut got = 0;
-    while got < buf.len() {
-        match nix::unistd::read(
-            unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) },
-            buf.get_mut(got..).unwrap_or_default(),
-        ) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(nix::Error::EINTR) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(got)
-}
-
-/// One process of the ring: read a message from `input`, pass it to
-/// `output`, count it. Ends (exit 0) at the stop flag or when a neighbour
-/// has gone (EOF or EPIPE).
-fn ring_member(input: RawFd, output: RawFd, page: &SharedPage) -> ! {
-    // SIGPIPE would kill the member when its neighbour left first; EPIPE
-    // ends it cleanly instead.
-    // SAFETY: setting a disposition to ignore installs no handler code.
-    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigIgn) };
-    let mut buf = [0u8; RING_MESSAGE];
-    let code = loop {
-        if page.stop_requested() {
-            break 0;
-        }
-        match read_full(input, &mut buf) {
-            Ok(n) if n == buf.len() => {}
-            Ok(_) => break if page.stop_requested() { 0 } else { 3 },
-            Err(_) => break 4,
-        }
-        // SAFETY: `output` stays open for the life of this process.
-        let out = unsafe { std::os::fd::BorrowedFd::borrow_raw(output) };
-        match nix::unistd::write(out, &buf) {
-            Ok(_) => page.add_work(1),
-            Err(nix::Error::EPIPE) => break if page.stop_requested() { 0 } else { 5 },
-            Err(_) => break 6,
-        }
-    };
-    // SAFETY: _exit skips the parent's atexit state this fork inherited.
-    unsafe { libc::_exit(code) }
-}
-
 fn process_ring(env: &LoadEnv, page: &SharedPage) -> Result<(), LoadBodyError> {
-    const L: &str = "process_load";
-    let n = env.ring_procs.max(2) as usize;
-    let mut pipes: Vec<(RawFd, RawFd)> = Vec::with_capacity(n);
-    for _ in 0..n {
-        let (r, w): (OwnedFd, OwnedFd) = nix::unistd::pipe().map_err(sys(L, "pipe"))?;
-        pipes.push((r.into_raw_fd(), w.into_raw_fd()));
-    }
-    let mut members: Vec<Pid> = Vec::with_capacity(n);
-    for i in 0..n {
-        let input = pipes.get(i).map(|p| p.0).unwrap_or(-1);
-        let output = pipes.get((i + 1) % n).map(|p| p.1).unwrap_or(-1);
-        // SAFETY: the child closes descriptors and runs `ring_member`,
-        // which only reads, writes and exits.
-        match unsafe { fork() } {
-            Ok(ForkResult::Child) => {
-                for &(r, w) in &pipes {
-                    if r != input {
-                        close_raw(r);
-                    }
-                    if w != output {
-                        close_raw(w);
-                    }
-                }
-                ring_member(input, output, page)
-            }
-            Ok(ForkResult::Parent { child }) => members.push(child),
-            Err(e) => {
-                page.request_stop();
-                for &(r, w) in &pipes {
-                    close_raw(r);
-                    close_raw(w);
-                }
-                crate::reap::kill_and_reap(&members);
-                return Err(sys(L, "fork")(e));
-            }
-        }
-    }
-    // One message per member circulates, so every member has work.
-    let msg = [0xa5_u8; RING_MESSAGE];
-    for &(_, w) in &pipes {
-        // SAFETY: `w` is open until the loop below closes it.
-        let _ = nix::unistd::write(unsafe { std::os::fd::BorrowedFd::borrow_raw(w) }, &msg);
-    }
-    for &(r, w) in &pipes {
-        close_raw(r);
-        close_raw(w);
-    }
-    let mut first_failure = None;
-    for pid in members {
-        match crate::reap::wait_pid(pid) {
-            Ok(r) if r.exit.success() => {}
-            Ok(r) => {
-                first_failure.get_or_insert(r.exit.to_string());
-            }
-            Err(e) => {
-                first_failure.get_or_insert(e.to_string());
-            }
-        }
-    }
-    match (first_failure, page.stop_requested()) {
-        (None, true) => Ok(()),
-        (Some(how), _) => Err(LoadBodyError::DiedEarly { load: L, how: format!("a ring member: {how}") }),
-        (None, false) => Err(LoadBodyError::DiedEarly { load: L, how: "the ring emptied".into() }),
-    }
+    ring::run_leader(&env.applet_exe, env.ring_procs as usize, page).map_err(LoadBodyError::Ring)
 }
 
 /// A stride through the pages that is coprime with their count, so the

@@ -198,6 +198,12 @@ impl RunningLoad {
         self.kind
     }
 
+    /// The load's process group (its leader's pid): the leader and every
+    /// process it started.
+    pub fn pgid(&self) -> i32 {
+        self.leader.as_raw()
+    }
+
     /// Work completed so far.
     pub fn work(&self) -> u64 {
         self.page.work()
@@ -329,6 +335,7 @@ mod tests {
         LoadEnv {
             dir: dir.to_path_buf(),
             ring_procs: 2,
+            applet_exe: std::path::PathBuf::from(crate::applet_argv::SELF_EXE),
             file_bytes: 1 << 20,
             mem_bytes: 1 << 20,
             max_oom_kills: 0,

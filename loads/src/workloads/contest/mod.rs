@@ -12,6 +12,7 @@
 pub mod background_loads;
 pub mod load_process;
 pub mod page_cache;
+pub mod ring;
 pub mod scratch_space;
 mod shared_page;
 
@@ -28,6 +29,7 @@ use background_loads::{LoadEnv, LoadKind, MIB};
 use load_process::{LoadReport, LoadWindow};
 use scratch_space::ScratchSpace;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -118,7 +120,8 @@ pub struct ContestParams {
     pub max_oom_kills: u64,
     /// Source files of the tree ctar_load archives and xtar_load extracts.
     pub tar_files: u32,
-    /// Processes in process_load's ring; default 4 × CPUs.
+    /// Exec'd processes in process_load's ring (N); default 4 × CPUs, as
+    /// contest. The ring carries max(1, N / 8) chunks (`ring::chunks`).
     pub ring_procs: Option<u32>,
     /// dbench_load's clients; default 16 × CPUs.
     pub dbench_clients: Option<u32>,
@@ -330,6 +333,7 @@ impl Contest {
         let env = LoadEnv {
             dir: root.join("load"),
             ring_procs: params.ring_procs.unwrap_or((cpus as u32).saturating_mul(4)),
+            applet_exe: ctx.applet_exe.clone(),
             file_bytes,
             mem_bytes,
             max_oom_kills: params.max_oom_kills,
@@ -426,6 +430,20 @@ fn record(it: &mut Iteration, row: Row, build: &BuildStats, load: Option<&LoadRe
     detail
 }
 
+/// contest's Ratio: each row's Time over the no_load Time of the same
+/// iteration (reference 003: cacherun's 29 s over no_load's 31 s is
+/// 0.94), as `ratio_R` for every row of `rows` that has a `time_R`.
+/// Without a no_load Time there is no ratio.
+fn insert_ratios(metrics: &mut BTreeMap<String, Metric>, rows: &[Row]) {
+    let Some(base) = metrics.get("time_no_load").map(|m| m.value).filter(|v| *v > 0.0) else { return };
+    for row in rows {
+        let r = row.name();
+        if let Some(t) = metrics.get(&format!("time_{r}")).map(|m| m.value) {
+            metrics.insert(format!("ratio_{r}"), Metric::lower(t / base, "ratio"));
+        }
+    }
+}
+
 /// The row's [`ROW_VMSTAT`] counters, 0 for those that did not change.
 fn row_vmstat(d: &SystemDeltas) -> serde_json::Value {
     let counts: serde_json::Map<String, serde_json::Value> =
@@ -464,14 +482,7 @@ impl Workload for Contest {
             }
             rows.push(detail);
         }
-        if let Some(base) = it.metrics.get("time_no_load").map(|m| m.value).filter(|v| *v > 0.0) {
-            for row in &self.rows {
-                let r = row.name();
-                if let Some(t) = it.metrics.get(&format!("time_{r}")).map(|m| m.value) {
-                    it.metrics.insert(format!("ratio_{r}"), Metric::lower(t / base, "ratio"));
-                }
-            }
-        }
+        insert_ratios(&mut it.metrics, &self.rows);
         let _ = std::fs::remove_dir_all(&self.env.dir);
         let d = &mut it.detail;
         d.insert("rows".into(), rows.into());
@@ -524,6 +535,50 @@ mod tests {
         assert_eq!(it.metrics["lcpu_percent_fork_load"].value, 50.0);
         assert_eq!(detail["load_work_total"], 100);
         assert_eq!(detail["load_cpu_s"], 9.0);
+    }
+
+    /// Reference 003's 2.5.60 rows (Time in s, and the Ratio the report
+    /// printed): each ratio is the row's own time over no_load's, so a
+    /// ratio over any other row (cacherun, the row before, the first row
+    /// run) comes out wrong.
+    #[test]
+    fn ratios_are_each_rows_time_over_no_load_s() {
+        let rows = [
+            (Row::NoLoad, 31.0, 1.00),
+            (Row::Cacherun, 29.0, 0.94),
+            (Row::Load(LoadKind::Process), 38.0, 1.23),
+            (Row::Load(LoadKind::Xtar), 40.0, 1.29),
+            (Row::Load(LoadKind::Io), 93.0, 3.00),
+            (Row::Load(LoadKind::List), 35.0, 1.13),
+            (Row::Load(LoadKind::Mem), 50.0, 1.61),
+        ];
+        let times = |skip: Option<Row>| -> BTreeMap<String, Metric> {
+            rows.iter()
+                .filter(|(r, ..)| Some(*r) != skip)
+                .map(|(r, t, _)| (format!("time_{}", r.name()), Metric::lower(*t, "s")))
+                .collect()
+        };
+        let order: Vec<Row> = rows.iter().map(|(r, ..)| *r).collect();
+        let mut m = times(None);
+        insert_ratios(&mut m, &order);
+        for (r, t, printed) in rows {
+            let ratio = &m[&format!("ratio_{}", r.name())];
+            assert_eq!((ratio.value, ratio.unit.as_str()), (t / 31.0, "ratio"), "{}", r.name());
+            assert_eq!((ratio.value * 100.0).round() / 100.0, printed, "{}: as reference 003 printed it", r.name());
+        }
+        // A row that failed has no time and so no ratio; the others keep
+        // theirs.
+        let mut m = times(Some(Row::Load(LoadKind::Io)));
+        insert_ratios(&mut m, &order);
+        assert!(!m.contains_key("ratio_io_load"));
+        assert_eq!(m["ratio_mem_load"].value, 50.0 / 31.0);
+        // Without no_load (not among the rows, or failed) there is nothing
+        // to divide by.
+        for rows in [&order[1..], &order[..]] {
+            let mut m = times(Some(Row::NoLoad));
+            insert_ratios(&mut m, rows);
+            assert!(!m.keys().any(|k| k.starts_with("ratio_")), "{m:?}");
+        }
     }
 
     fn refused(f: &dyn Fn(&mut ContestParams)) -> String {
