@@ -743,9 +743,12 @@ mod tests {
             // buffer), so every message is one read and one write. Besides
             // those: each task writes `ready` once, the parent writes the
             // wake-up once and reads the ready bytes in 1 to `tasks` reads.
+            // A few more reads are allowed: on a loaded host one in about a
+            // dozen runs counted one read above that (the bug this guards,
+            // up to 40 messages per read, is far below `messages`).
             assert_eq!(writes, messages + tasks + 1, "{mode:?}: write(2) calls");
             assert!(
-                reads > messages && reads <= messages + tasks,
+                reads > messages && reads <= messages + tasks + 4,
                 "{mode:?}: {reads} read(2) calls for {messages} messages; hackbench reads each message by itself"
             );
         }
