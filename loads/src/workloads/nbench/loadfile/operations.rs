@@ -228,7 +228,7 @@ pub enum Op {
         attributes: u32,
     },
     /// Remove the files of a directory tree; its directories stay, as in
-    /// dbench (errors ignored, as in dbench).
+    /// dbench (which does not check its status either).
     Deltree {
         /// The tree.
         path: SmbPath,
