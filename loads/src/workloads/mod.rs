@@ -41,8 +41,21 @@ pub const NAMES: &[&str] = &["fork", "dbench", "tbench", "kbuild", "sdet", "hack
 ///   Loads and LCPU% count only the build's window (were: the load's
 ///   whole life, head start and stop included); the scratch and swap
 ///   disks are `cache=none` by default (were: the host's page cache).
+/// - dbench 2: the calls dbench 4.0's `fileio.c` makes. NTCreateX opens
+///   FILE_CREATE without `O_EXCL`, creates for FILE_OVERWRITE and not for
+///   FILE_OPEN_IF, makes directories whatever the disposition, retries
+///   `EISDIR` as a directory open and `fstat`s what it opened;
+///   SET_FILE_INFORMATION is `fstat` plus a `utime` of the path at every
+///   level (was `futimens` at level 1004 only); QUERY_FS_INFORMATION is
+///   `statvfs` of the directory's path (was `fstatvfs`);
+///   QUERY_PATH_INFORMATION is one lookup (was a second `stat`);
+///   FIND_FIRST with wildcards first looks the pattern up; locks wait
+///   (`F_SETLKW`); directories are read without `fdopendir`'s two
+///   `fcntl` calls; Deltree removes files and leaves directories (was
+///   everything). Loadfiles may no longer reach outside the client's own
+///   directory.
 pub const VERSIONS: [(&str, u32); 7] =
-    [("fork", 1), ("dbench", 1), ("tbench", 2), ("kbuild", 1), ("sdet", 1), ("hackbench", 2), ("contest", 2)];
+    [("fork", 1), ("dbench", 2), ("tbench", 2), ("kbuild", 1), ("sdet", 1), ("hackbench", 2), ("contest", 2)];
 
 /// The version this build runs of workload `name`, if it is one.
 pub fn version(name: &str) -> Option<u32> {
