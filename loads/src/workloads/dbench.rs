@@ -79,6 +79,9 @@ impl Workload for Dbench {
 
 #[cfg(test)]
 mod tests {
+    use super::super::nbench::builtin_loadfile;
+    use super::super::nbench::completed_lines::check_iteration;
+    use super::super::nbench::loadfile::Op;
     use super::*;
 
     const CLIENT_TXT: &str = "/usr/share/dbench/client.txt";
@@ -93,10 +96,8 @@ mod tests {
     }
 
     #[test]
-    fn builtin_loadfile_two_clients_one_second() {
-        let it = run(NbenchParams { clients: 2, duration_s: 1.0, warmup_s: 0.2, ..Default::default() });
-        let mb_s = it.metrics["throughput"].value;
-        assert!(mb_s > 1.0, "{mb_s} MB/s");
+    fn builtin_loadfile_counts_the_bytes_of_the_lines_completed() {
+        let it = run(NbenchParams { clients: 2, duration_s: 1.0, warmup_s: 0.0, ..Default::default() });
         assert_eq!(it.metrics["throughput"].unit, "MB/s");
         assert!(it.metrics["readx_avg_latency"].value > 0.0);
         assert_eq!(it.detail["clients"], serde_json::json!(2));
@@ -108,10 +109,59 @@ mod tests {
         for op in ["NTCreateX", "Close", "ReadX", "WriteX", "Qpathinfo", "Find"] {
             assert!(ops[op]["count"].as_u64().unwrap() > 0, "{op}: {ops:?}");
         }
+        // Each client's bytes are those of the ReadX and WriteX sizes of
+        // the lines it completed, from the loadfile's start.
+        let lf = builtin_loadfile::builtin().unwrap();
+        // dbench counts the size each ReadX and WriteX asks for (spelled
+        // out here, not taken from the code under test).
+        let dbench_bytes = |op: &Op| match op {
+            Op::ReadX { size, .. } | Op::WriteX { size, .. } => u64::from(*size),
+            _ => 0,
+        };
+        let ranges = check_iteration(&it.detail, &lf, |_| true, dbench_bytes);
+        assert!(ranges.iter().all(|r| *r.start() > 1000), "{ranges:?}");
+        let secs = it.detail["measured_s"].as_f64().unwrap();
+        let bytes = it.detail["bytes"].as_u64().unwrap() as f64;
+        assert!((it.metrics["throughput"].value - bytes / 1e6 / secs).abs() < 1e-9, "{:?}", it.metrics);
+    }
+
+    /// rchar + wchar of this process and the children it has reaped.
+    fn io_bytes() -> u64 {
+        let io = std::fs::read_to_string("/proc/self/io").unwrap();
+        io.lines()
+            .filter_map(|l| l.strip_prefix("rchar: ").or_else(|| l.strip_prefix("wchar: ")))
+            .map(|v| v.trim().parse::<u64>().unwrap())
+            .sum()
+    }
+
+    /// Runs `f` in a forked child and returns what it returned: the
+    /// child's /proc/self/io then counts its own I/O and its reaped
+    /// children's, and none of the test harness's other threads.
+    fn in_child(f: impl FnOnce() -> String) -> String {
+        use std::io::{Read, Write};
+        let (r, w) = nix::unistd::pipe().unwrap();
+        // SAFETY: the child runs `f` and leaves with _exit.
+        match unsafe { nix::unistd::fork() }.unwrap() {
+            nix::unistd::ForkResult::Child => {
+                drop(r);
+                let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+                    .unwrap_or_else(|_| "the child panicked".to_string());
+                let _ = std::fs::File::from(w).write_all(out.as_bytes());
+                // SAFETY: leaves without the harness's exit work.
+                unsafe { libc::_exit(0) }
+            }
+            nix::unistd::ForkResult::Parent { child } => {
+                drop(w);
+                let mut out = String::new();
+                std::fs::File::from(r).read_to_string(&mut out).unwrap();
+                nix::sys::wait::waitpid(child, None).unwrap();
+                out
+            }
+        }
     }
 
     #[test]
-    fn client_txt_slice_two_clients_one_second() {
+    fn client_txt_throughput_is_the_bytes_the_kernel_moved() {
         let text = std::fs::read_to_string(CLIENT_TXT).unwrap_or_else(|e| {
             panic!("{CLIENT_TXT} is missing ({e}): run scripts/setup to install Debian's dbench package")
         });
@@ -120,15 +170,35 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("client-slice.txt");
         std::fs::write(&path, slice).unwrap();
-        let it = run(NbenchParams {
+        let params = NbenchParams {
             clients: 2,
             duration_s: 1.0,
             warmup_s: 0.0,
             loadfile: path.display().to_string(),
             ..Default::default()
+        };
+        let ctx = RunContext::new(1, tmp.path().to_path_buf());
+        let mut w = Dbench::new(params, &ctx).unwrap();
+        let max_io = w.loadfile.max_io_size() as u64;
+        let out = in_child(|| {
+            let before = io_bytes();
+            let it = w.run_iteration().unwrap();
+            let moved = io_bytes() - before;
+            serde_json::json!({ "moved": moved, "detail": it.detail }).to_string()
         });
-        assert!(it.metrics["throughput"].value > 1.0, "{:?}", it.metrics["throughput"]);
-        assert_eq!(it.detail["counters"]["find_count_mismatches"], serde_json::json!(0));
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        let (moved, detail) = (v["moved"].as_u64().unwrap(), &v["detail"]);
+        let counted = detail["bytes"].as_u64().unwrap();
+        eprintln!("counted {counted} bytes, the kernel moved {moved}");
+        // client.txt's reads all return what they ask for, so the kernel
+        // moved every counted byte, plus what each client did after the
+        // timed phase (at most one operation) and the clients' reports
+        // through their pipes.
+        assert_eq!(detail["counters"]["read_size_mismatches"], serde_json::json!(0), "{detail}");
+        assert!(counted > 10_000_000, "{counted}");
+        assert!(counted <= moved, "counted {counted} bytes, the kernel moved {moved}");
+        let slack = 2 * (max_io + 64 * 1024);
+        assert!(moved - counted <= slack, "counted {counted} bytes, the kernel moved {moved}");
     }
 
     #[test]

@@ -49,9 +49,23 @@ pub const NAMES: &[&str] = &["fork", "dbench", "tbench", "kbuild", "sdet", "hack
 ///   set-up and tree removal, counted at each round's end); process_load
 ///   is contest's: N members forked and exec'd in a ring of pipes carrying
 ///   max(1, N/8) chunks, Loads counted in laps (was: N forked members and
-///   one 4 KiB message each, counted in messages).
+///   one 4 KiB message each, counted in messages); dbench_load's client
+///   makes dbench 2's calls.
+/// - dbench 2: the calls dbench 4.0's `fileio.c` makes. NTCreateX opens
+///   FILE_CREATE without `O_EXCL`, creates for FILE_OVERWRITE and not for
+///   FILE_OPEN_IF, makes directories whatever the disposition, retries
+///   `EISDIR` as a directory open and `fstat`s what it opened;
+///   SET_FILE_INFORMATION is `fstat` plus a `utime` of the path at every
+///   level (was `futimens` at level 1004 only); QUERY_FS_INFORMATION is
+///   `statvfs` of the directory's path (was `fstatvfs`);
+///   QUERY_PATH_INFORMATION is one lookup (was a second `stat`);
+///   FIND_FIRST with wildcards first looks the pattern up; locks wait
+///   (`F_SETLKW`); directories are read without `fdopendir`'s two
+///   `fcntl` calls; Deltree removes files and leaves directories (was
+///   everything). Loadfiles may no longer reach outside the client's own
+///   directory.
 pub const VERSIONS: [(&str, u32); 7] =
-    [("fork", 1), ("dbench", 1), ("tbench", 2), ("kbuild", 1), ("sdet", 1), ("hackbench", 2), ("contest", 3)];
+    [("fork", 1), ("dbench", 2), ("tbench", 2), ("kbuild", 1), ("sdet", 1), ("hackbench", 2), ("contest", 3)];
 
 /// The version this build runs of workload `name`, if it is one.
 pub fn version(name: &str) -> Option<u32> {

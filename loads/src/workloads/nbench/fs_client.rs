@@ -1,62 +1,87 @@
 //! dbench's client: carries out loadfile operations with POSIX calls on a
-//! directory, as Debian's dbench 4.0 does on a local filesystem, and checks
-//! each one against the status the loadfile expects. Owns one client's open
-//! handles and paths; timing, phases and other clients belong to the
-//! driver.
+//! directory, as dbench 4.0's `fileio.c` does on a local filesystem, and
+//! checks each one against the status the loadfile expects. Owns one
+//! client's open handles and paths; timing, phases and other clients
+//! belong to the driver.
 //!
-//! Mapping (what dbench 4.0's `fileio.c` does, checked with strace):
-//! NTCreateX is `mkdir` for directory creation plus `open`, Close is
-//! `close`, ReadX/WriteX are `pread`/`pwrite` of the requested size,
-//! QUERY_PATH_INFORMATION is `stat`, QUERY_FILE_INFORMATION `fstat`,
-//! QUERY_FS_INFORMATION `statfs`, SET_FILE_INFORMATION (level 1004) sets
-//! the times, FIND_FIRST reads the directory, Flush is `fsync`, LockX and
-//! UnlockX are `fcntl` byte-range locks, Rename, Unlink, Mkdir, Rmdir and
-//! Deltree are what they say. Like dbench, every named file is first
-//! looked up with `stat`, and when that fails the parent directory is
-//! searched case-insensitively (SMB names are case-insensitive), so the
-//! kernel sees the same lookups.
+//! Mapping (dbench 4.0's `fileio.c`):
+//! - Every named file is first looked up as dbench's `resolve_name` does:
+//!   a `stat`, and when that fails a search of the parent directory that
+//!   compares names case-insensitively (SMB names are case-insensitive;
+//!   we also use the name found). QUERY_PATH_INFORMATION and FIND_FIRST of
+//!   a plain name are that lookup alone.
+//! - NTCreateX opens `O_RDWR`, adding `O_CREAT` for FILE_CREATE (no
+//!   `O_EXCL`) and `O_CREAT|O_TRUNC` for FILE_OVERWRITE and
+//!   FILE_OVERWRITE_IF; FILE_SUPERSEDE, FILE_OPEN and FILE_OPEN_IF add
+//!   nothing. With FILE_DIRECTORY_FILE it makes the directory (`mkdir`,
+//!   0700, whatever the disposition; an existing one is fine) and opens it
+//!   `O_RDONLY|O_DIRECTORY`. An open that fails with `EISDIR` is retried
+//!   as a directory open. A successful open is followed by an `fstat`.
+//! - Close is `close`; ReadX and WriteX are `pread` and `pwrite` of the
+//!   requested size; Flush is `fsync`; LockX and UnlockX are `fcntl`
+//!   `F_SETLKW` byte-range locks; QUERY_FILE_INFORMATION is `fstat`.
+//! - SET_FILE_INFORMATION, at any level, is an `fstat` of the handle and
+//!   then a `utime` of the path it was opened by, setting the access time
+//!   10 s and the modification time 12 s before their current values
+//!   (whole seconds): a path walk plus a setattr.
+//! - QUERY_FS_INFORMATION is `statvfs` of the replay directory by its
+//!   path, as dbench's is of its `-D` directory.
+//! - FIND_FIRST with wildcards is the lookup (which fails and searches
+//!   the directory), then a listing of up to the requested number of
+//!   entries.
+//! - Rename, Unlink, Mkdir and Rmdir are what they say, after the lookup.
+//! - Deltree removes the files of a tree, recursing into its directories,
+//!   which stay: entries are examined with `stat` and directories listed
+//!   with `opendir`/`readdir`, as dbench's recursion does.
 //!
-//! Status checks follow dbench: a line expecting `NT_STATUS_OK` must
-//! succeed and any other status must fail; a mismatch is an error naming
-//! the line and the operation. Mkdir of an existing directory and Deltree
-//! of a missing one are not errors (clients share `\clients`).
+//! Status checks are stricter than dbench's: a line expecting
+//! `NT_STATUS_OK` must succeed and any other status must fail, or the
+//! replay stops with an error naming the line (dbench checks only some
+//! operations and prints the rest). Three allowances follow dbench: Mkdir
+//! of an existing directory and Deltree of a missing one are not errors
+//! (clients share `\clients`), and since Deltree leaves directories
+//! standing, a lookup (QUERY_PATH_INFORMATION, FIND_FIRST of a plain name)
+//! that expects a name to be missing and finds a directory a Deltree left
+//! is accepted and counted (`deltree_leftovers_found`). client.txt's
+//! second pass meets one: `\clients\client1\~dmtmp` before it is made
+//! again.
 //!
-//! Containment: the loadfile parser already refused paths that climb out
-//! of the directory. Every call here is relative to a descriptor of the
-//! replay directory (`openat`, `fstatat`, ...), never follows a symbolic
-//! link in the last component (`O_NOFOLLOW`, `AT_SYMLINK_NOFOLLOW`), and a
-//! symbolic link met in a lookup is an error naming the line. No loadfile
-//! operation can create a link and each client starts from an empty
-//! directory, so a link can only come from outside the benchmark. We do
-//! not use `openat2(RESOLVE_BENEATH)`: it needs Linux 5.6 and has no
-//! counterpart for stat, unlink, rename or mkdir, so older kernels would
-//! do different (incomparable) work and newer ones an extra `open` per
-//! operation.
+//! Containment: the loadfile parser already refused paths that leave the
+//! client's directory and changes outside it (`loadfile`'s `paths` has the
+//! rule). Every call here is relative to a descriptor of the replay
+//! directory (`openat`, `fstatat`, ...), never follows a symbolic link in
+//! the last component (`O_NOFOLLOW`, `AT_SYMLINK_NOFOLLOW`), and a
+//! symbolic link met in a lookup is an error naming the line; Deltree
+//! unlinks links like files and never recurses through one. No loadfile
+//! operation can create a link and each client starts from a fresh
+//! directory, so a link can only come from outside the benchmark, while
+//! it runs. We do not use `openat2(RESOLVE_BENEATH)`: it needs Linux 5.6
+//! and has no counterpart for stat, unlink, rename or mkdir, so older
+//! kernels would do different (incomparable) work and newer ones an extra
+//! `open` per operation.
 
 use super::dos_wildcard;
-use super::loadfile::{Handle, Line, NtStatus, Op, SmbPath};
-use nix::dir::Dir;
+use super::loadfile::{
+    Handle, Line, NtStatus, Op, SmbPath, CLIENTS_DIR, FILE_CREATE, FILE_DIRECTORY_FILE, FILE_OVERWRITE,
+    FILE_OVERWRITE_IF,
+};
+use dir_stream::DirStream;
 use nix::errno::Errno;
-use nix::fcntl::{openat, renameat, FcntlArg, OFlag};
-use nix::sys::stat::{fstatat, futimens, mkdirat, Mode, SFlag};
-use nix::sys::statvfs::fstatvfs;
+use nix::fcntl::{openat, renameat, AtFlags, FcntlArg, OFlag};
+use nix::sys::stat::{fstat, fstatat, mkdirat, utimensat, Mode, SFlag, UtimensatFlags};
+use nix::sys::statvfs::statvfs;
 use nix::sys::time::TimeSpec;
 use nix::unistd::{unlinkat, UnlinkatFlags};
-use std::collections::{BTreeMap, HashMap};
-use std::ffi::OsStr;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-/// NT create option: the object is a directory.
-const FILE_DIRECTORY_FILE: u32 = 0x1;
-/// NT create option: the object must not be a directory.
-const FILE_NON_DIRECTORY_FILE: u32 = 0x40;
-/// SMB information level "basic information": times and attributes.
-const SMB_FILE_BASIC_INFO: u32 = 1004;
+/// Flags of every directory open (dbench's `opendir`, plus never
+/// following a link and not leaking into children).
+const DIR_OPEN: OFlag = OFlag::O_RDONLY.union(OFlag::O_DIRECTORY).union(OFlag::O_NOFOLLOW).union(OFlag::O_CLOEXEC);
 
 /// Errors of one client's replay. Each names the loadfile line.
 #[derive(Debug, thiserror::Error)]
@@ -141,7 +166,7 @@ pub enum FsClientError {
         /// Range length.
         size: u64,
     },
-    /// Deltree could not remove a tree.
+    /// Deltree could not list a directory or remove a file.
     #[error("line {line}: Deltree {target} failed")]
     Deltree {
         /// Line number.
@@ -161,18 +186,38 @@ enum Slot {
     B,
 }
 
+/// What a lookup found.
+#[derive(Clone, Copy)]
+enum Lookup {
+    /// The name exists (maybe in another case); whether it is a directory.
+    Found { dir: bool },
+    /// It does not: the `stat`'s error.
+    Missing(Errno),
+}
+
+/// An open handle and the path it was opened by (SET_FILE_INFORMATION
+/// sets times through the path, as dbench does).
+struct OpenFile {
+    file: File,
+    path: Box<[u8]>,
+}
+
 /// One client of the filesystem replay.
 pub struct FsClient {
     root: OwnedFd,
     root_path: PathBuf,
     name: String,
-    handles: HashMap<Handle, File>,
+    handles: HashMap<Handle, OpenFile>,
     path_a: Vec<u8>,
     path_b: Vec<u8>,
     buf: Vec<u8>,
+    /// Directories a Deltree left standing that no line has made again
+    /// since (paths as rendered).
+    left_by_deltree: HashSet<Vec<u8>>,
     find_count_mismatches: u64,
     read_size_mismatches: u64,
     names_resolved: u64,
+    deltree_leftovers_found: u64,
 }
 
 fn nix_io(e: Errno) -> std::io::Error {
@@ -187,6 +232,10 @@ fn outcome_text<T>(r: &Result<T, Errno>) -> String {
     }
 }
 
+fn file_type(mode: libc::mode_t) -> libc::mode_t {
+    mode & SFlag::S_IFMT.bits()
+}
+
 struct HandleTarget(Handle);
 
 impl fmt::Display for HandleTarget {
@@ -198,26 +247,21 @@ impl fmt::Display for HandleTarget {
 impl FsClient {
     /// Opens the replay directory `root` (created by the caller, shared by
     /// all clients) for client `id` (named `client<id>`, as dbench 4.0
-    /// numbers them), and empties the client's own directory
-    /// `clients/client<id>` so no earlier content (or link) survives.
-    /// `max_io` sizes the I/O buffer.
+    /// numbers them), and removes the client's own directory
+    /// `clients/client<id>` entirely, without following links, so no
+    /// earlier content (or link) survives. `max_io` sizes the I/O buffer.
     pub fn open(root: &Path, id: u32, max_io: usize) -> Result<FsClient, FsClientError> {
         let setup = |source| FsClientError::Setup { path: root.to_path_buf(), source };
         let meta = std::fs::symlink_metadata(root).map_err(setup)?;
         if !meta.is_dir() {
             return Err(setup(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a directory")));
         }
-        let fd = nix::fcntl::open(
-            root,
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| setup(nix_io(e)))?;
+        let fd = nix::fcntl::open(root, DIR_OPEN, Mode::empty()).map_err(|e| setup(nix_io(e)))?;
         let name = format!("client{id}");
         // `clients` is shared by every client and created by the loadfile;
         // if it exists it must be a real directory, or the removal below
         // could reach outside through it.
-        match std::fs::symlink_metadata(root.join("clients")) {
+        match std::fs::symlink_metadata(root.join(CLIENTS_DIR)) {
             Ok(m) if !m.is_dir() => {
                 return Err(setup(std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
@@ -226,7 +270,9 @@ impl FsClient {
             }
             _ => {}
         }
-        let own = root.join("clients").join(&name);
+        // Everything goes here, unlike a loadfile's Deltree: the client
+        // starts from no directory at all, as from a fresh dbench run.
+        let own = root.join(CLIENTS_DIR).join(&name);
         match std::fs::symlink_metadata(&own) {
             Ok(m) if m.is_dir() => std::fs::remove_dir_all(&own).map_err(setup)?,
             Ok(_) => std::fs::remove_file(&own).map_err(setup)?,
@@ -241,21 +287,25 @@ impl FsClient {
             path_a: Vec::with_capacity(256),
             path_b: Vec::with_capacity(256),
             buf: vec![0u8; max_io],
+            left_by_deltree: HashSet::new(),
             find_count_mismatches: 0,
             read_size_mismatches: 0,
             names_resolved: 0,
+            deltree_leftovers_found: 0,
         })
     }
 
     /// Counters worth reporting: FIND_FIRST results whose entry count
     /// differs from the recording, ReadX calls that returned a different
-    /// size than recorded (both tolerated, as dbench tolerates them), and
-    /// names found only by the case-insensitive search.
+    /// size than recorded (both tolerated, as dbench tolerates them),
+    /// names found only by the case-insensitive search, and lookups that
+    /// expected a missing name and found a directory a Deltree left.
     pub fn counters(&self) -> BTreeMap<String, u64> {
         BTreeMap::from([
             ("find_count_mismatches".to_string(), self.find_count_mismatches),
             ("read_size_mismatches".to_string(), self.read_size_mismatches),
             ("names_resolved_case_insensitively".to_string(), self.names_resolved),
+            ("deltree_leftovers_found".to_string(), self.deltree_leftovers_found),
         ])
     }
 
@@ -280,50 +330,50 @@ impl FsClient {
         }
     }
 
-    /// dbench's name resolution: a `stat`, and when the name is missing a
-    /// case-insensitive search of its directory that fixes the name's case
-    /// in place. Returns whether the name exists.
-    fn resolve(&mut self, line: &Line, op: &'static str, target: &SmbPath, slot: Slot) -> Result<(), FsClientError> {
-        match fstatat(&self.root, self.path(slot), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
-            Ok(st) => {
-                if (st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFLNK.bits() {
-                    return Err(FsClientError::Symlink { line: line.number, op, target: target.to_string() });
-                }
-                Ok(())
-            }
-            Err(Errno::ELOOP) => Err(FsClientError::Symlink { line: line.number, op, target: target.to_string() }),
-            Err(Errno::ENOENT) => {
-                self.search_case_insensitively(slot);
-                Ok(())
-            }
-            Err(_) => Ok(()),
+    /// dbench's `resolve_name`: a `stat`, and when it fails a
+    /// case-insensitive search of the name's directory, which fixes the
+    /// name's case in place.
+    fn resolve(
+        &mut self,
+        line: &Line,
+        op: &'static str,
+        target: &SmbPath,
+        slot: Slot,
+    ) -> Result<Lookup, FsClientError> {
+        let symlink = || FsClientError::Symlink { line: line.number, op, target: target.to_string() };
+        match fstatat(&self.root, self.path(slot), AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) => match file_type(st.st_mode) {
+                t if t == SFlag::S_IFLNK.bits() => Err(symlink()),
+                t => Ok(Lookup::Found { dir: t == SFlag::S_IFDIR.bits() }),
+            },
+            Err(Errno::ELOOP) => Err(symlink()),
+            Err(e) => match self.search_case_insensitively(slot) {
+                None => Ok(Lookup::Missing(e)),
+                Some(libc::DT_LNK) => Err(symlink()),
+                Some(t) => Ok(Lookup::Found { dir: t == libc::DT_DIR }),
+            },
         }
     }
 
-    fn search_case_insensitively(&mut self, slot: Slot) {
+    /// Reads the directory of the name in `slot` until an entry matches
+    /// the name ignoring ASCII case, and puts that entry's name in the
+    /// path. Returns the entry's `d_type` when one matched.
+    fn search_case_insensitively(&mut self, slot: Slot) -> Option<u8> {
         let path = self.path(slot);
         let (dir, name_at): (&[u8], usize) = match path.iter().rposition(|&b| b == b'/') {
             Some(i) => (path.get(..i).unwrap_or(b"."), i + 1),
             None => (b".", 0),
         };
-        let Ok(mut d) = Dir::openat(
-            &self.root,
-            dir,
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        ) else {
-            return;
-        };
-        let wanted = path.get(name_at..).unwrap_or_default().to_vec();
-        let mut found: Option<Vec<u8>> = None;
-        for entry in d.iter().flatten() {
-            let n = entry.file_name().to_bytes();
-            if n.len() == wanted.len() && n.eq_ignore_ascii_case(&wanted) && n != wanted.as_slice() {
-                found = Some(n.to_vec());
-                break;
+        let mut d = DirStream::open(&self.root, dir, DIR_OPEN).ok()?;
+        let wanted = path.get(name_at..).unwrap_or_default();
+        let (real, d_type) = loop {
+            match d.next_entry() {
+                Ok(Some(e)) if e.name.eq_ignore_ascii_case(wanted) => break (e.name.to_vec(), e.d_type),
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => return None,
             }
-        }
-        if let Some(real) = found {
+        };
+        if real != wanted {
             let buf = match slot {
                 Slot::A => &mut self.path_a,
                 Slot::B => &mut self.path_b,
@@ -332,6 +382,7 @@ impl FsClient {
             buf.extend_from_slice(&real);
             self.names_resolved += 1;
         }
+        Some(d_type)
     }
 
     /// Compares a call's outcome with the status the line expects.
@@ -357,7 +408,38 @@ impl FsClient {
         }
     }
 
-    fn file(&self, line: &Line, op: &'static str, handle: Handle) -> Result<&File, FsClientError> {
+    /// Checks a lookup of the name in path A (QUERY_PATH_INFORMATION,
+    /// FIND_FIRST of a plain name) against the line's status, accepting a
+    /// directory a Deltree left where the line expects nothing.
+    fn check_lookup(
+        &mut self,
+        line: &Line,
+        op: &'static str,
+        target: &SmbPath,
+        found: Lookup,
+    ) -> Result<(), FsClientError> {
+        let r = match found {
+            Lookup::Found { dir } => {
+                if dir && !line.status.is_ok() && self.left_by_deltree.contains(self.path_a.as_slice()) {
+                    self.deltree_leftovers_found += 1;
+                    return Ok(());
+                }
+                Ok(())
+            }
+            Lookup::Missing(e) => Err(e),
+        };
+        Self::check(line, op, target, r).map(drop)
+    }
+
+    /// A line made the directory in path A (or found it there): it is no
+    /// longer one only a Deltree left.
+    fn directory_made(&mut self) {
+        if !self.left_by_deltree.is_empty() {
+            self.left_by_deltree.remove(self.path_a.as_slice());
+        }
+    }
+
+    fn file(&self, line: &Line, op: &'static str, handle: Handle) -> Result<&OpenFile, FsClientError> {
         self.handles.get(&handle).ok_or(FsClientError::UnknownHandle { line: line.number, op, handle })
     }
 
@@ -403,45 +485,38 @@ impl FsClient {
                     Err(Errno::EEXIST) => Ok(()),
                     other => other,
                 };
+                self.directory_made();
                 Self::check(line, op, path, r).map(drop)
             }
             Op::Deltree { path } => {
                 self.render(path, Slot::A);
-                let full = self.root_path.join(OsStr::from_bytes(&self.path_a));
-                let removed = match std::fs::symlink_metadata(&full) {
-                    Ok(m) if m.is_dir() => std::fs::remove_dir_all(&full),
-                    Ok(_) => std::fs::remove_file(&full),
-                    Err(e) => Err(e),
-                };
-                match removed {
-                    Ok(()) => Ok(()),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                    Err(source) => Err(FsClientError::Deltree { line: line.number, target: path.to_string(), source }),
-                }
+                let mut walked = std::mem::take(&mut self.path_a);
+                let r = self.deltree(&mut walked);
+                self.path_a = walked;
+                r.map_err(|e| FsClientError::Deltree { line: line.number, target: path.to_string(), source: nix_io(e) })
             }
             Op::QueryPathInfo { path, .. } => {
                 self.render(path, Slot::A);
-                self.resolve(line, op, path, Slot::A)?;
-                let r = fstatat(&self.root, self.path_a.as_slice(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW);
-                Self::check(line, op, path, r).map(drop)
+                let found = self.resolve(line, op, path, Slot::A)?;
+                self.check_lookup(line, op, path, found)
             }
             Op::QueryFileInfo { handle, .. } => {
                 let f = self.file(line, op, *handle)?;
-                let r = nix::sys::stat::fstat(f).map(drop);
+                let r = fstat(&f.file).map(drop);
                 Self::check(line, op, &HandleTarget(*handle), r).map(drop)
             }
             Op::QueryFsInfo { .. } => {
-                let r = fstatvfs(&self.root).map(drop);
-                Self::check(line, op, &"the filesystem", r).map(drop)
+                let r = statvfs(self.root_path.as_path()).map(drop);
+                Self::check(line, op, &"the replay directory's filesystem", r).map(drop)
             }
-            Op::SetFileInfo { handle, level } => {
+            Op::SetFileInfo { handle, .. } => {
+                // Every level, as dbench: times set through the path.
                 let f = self.file(line, op, *handle)?;
-                let r = if *level == SMB_FILE_BASIC_INFO {
-                    futimens(f, &TimeSpec::UTIME_NOW, &TimeSpec::UTIME_NOW)
-                } else {
-                    // dbench sets nothing for other levels either.
-                    Ok(())
-                };
+                let r = fstat(&f.file).and_then(|st| {
+                    let atime = TimeSpec::new(st.st_atime - 10, 0);
+                    let mtime = TimeSpec::new(st.st_mtime - 12, 0);
+                    utimensat(&self.root, &*f.path, &atime, &mtime, UtimensatFlags::NoFollowSymlink)
+                });
                 Self::check(line, op, &HandleTarget(*handle), r).map(drop)
             }
             Op::FindFirst { pattern, max_count, count, .. } => self.find_first(line, pattern, *max_count, *count),
@@ -452,7 +527,7 @@ impl FsClient {
                     handle: *handle,
                 })?;
                 let data = self.buf.get(..*size as usize).unwrap_or(&self.buf);
-                let r = f.write_at(data, *offset).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)));
+                let r = f.file.write_at(data, *offset).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)));
                 if let Some(n) = Self::check(line, op, &HandleTarget(*handle), r)? {
                     if n != *ret_size as usize {
                         return Err(FsClientError::ShortWrite {
@@ -473,7 +548,7 @@ impl FsClient {
                 })?;
                 let len = (*size as usize).min(self.buf.len());
                 let data = self.buf.get_mut(..len).unwrap_or_default();
-                let r = f.read_at(data, *offset).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)));
+                let r = f.file.read_at(data, *offset).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)));
                 if let Some(n) = Self::check(line, op, &HandleTarget(*handle), r)? {
                     if n != *ret_size as usize {
                         self.read_size_mismatches += 1;
@@ -500,12 +575,14 @@ impl FsClient {
                 fl.l_whence = libc::SEEK_SET as libc::c_short;
                 fl.l_start = start;
                 fl.l_len = len;
-                let r = nix::fcntl::fcntl(f.as_fd(), FcntlArg::F_SETLK(&fl)).map(drop);
+                // Each client's locks are on its own files, so waiting
+                // (dbench's F_SETLKW) never blocks.
+                let r = nix::fcntl::fcntl(f.file.as_fd(), FcntlArg::F_SETLKW(&fl)).map(drop);
                 Self::check(line, op, &HandleTarget(*handle), r).map(drop)
             }
             Op::Flush { handle } => {
                 let f = self.file(line, op, *handle)?;
-                let r = nix::unistd::fsync(f);
+                let r = nix::unistd::fsync(&f.file);
                 Self::check(line, op, &HandleTarget(*handle), r).map(drop)
             }
             Op::Sleep { .. } => Ok(()),
@@ -524,36 +601,24 @@ impl FsClient {
         self.render(path, Slot::A);
         self.resolve(line, OP, path, Slot::A)?;
         let p = self.path_a.as_slice();
-        let dir_flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         let result: Result<OwnedFd, Errno> = if options & FILE_DIRECTORY_FILE != 0 {
-            // Directory: create (must not exist), open-if (create when
-            // missing) or open; the overwrite dispositions are invalid.
-            let made = match disposition {
-                2 => mkdirat(&self.root, p, Mode::from_bits_truncate(0o700)),
-                3 => match mkdirat(&self.root, p, Mode::from_bits_truncate(0o700)) {
-                    Err(Errno::EEXIST) => Ok(()),
-                    other => other,
-                },
-                1 => Ok(()),
-                _ => Err(Errno::EINVAL),
-            };
-            made.and_then(|()| openat(&self.root, p, dir_flags, Mode::empty()))
+            // dbench makes the directory whatever the disposition ("not
+            // strictly correct, but close enough"), ignoring errors.
+            let _ = mkdirat(&self.root, p, Mode::from_bits_truncate(0o700));
+            let opened = openat(&self.root, p, DIR_OPEN, Mode::from_bits_truncate(0o600));
+            self.directory_made();
+            opened
         } else {
             let extra = match disposition {
-                0 | 5 => OFlag::O_CREAT | OFlag::O_TRUNC,
-                1 => OFlag::empty(),
-                2 => OFlag::O_CREAT | OFlag::O_EXCL,
-                3 => OFlag::O_CREAT,
-                4 => OFlag::O_TRUNC,
-                _ => return self.bad_disposition(line, path, disposition),
+                FILE_CREATE => OFlag::O_CREAT,
+                FILE_OVERWRITE | FILE_OVERWRITE_IF => OFlag::O_CREAT | OFlag::O_TRUNC,
+                _ => OFlag::empty(),
             };
             let flags = OFlag::O_RDWR | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | extra;
             match openat(&self.root, p, flags, Mode::from_bits_truncate(0o600)) {
-                // An SMB open of a directory without FILE_NON_DIRECTORY_FILE
-                // succeeds; POSIX needs a read-only directory open.
-                Err(Errno::EISDIR) if options & FILE_NON_DIRECTORY_FILE == 0 && matches!(disposition, 1 | 3) => {
-                    openat(&self.root, p, dir_flags, Mode::empty())
-                }
+                // A directory opened as a file: dbench opens it again as
+                // a directory.
+                Err(Errno::EISDIR) => openat(&self.root, p, DIR_OPEN, Mode::from_bits_truncate(0o600)),
                 other => other,
             }
         };
@@ -561,44 +626,78 @@ impl FsClient {
             if self.handles.contains_key(&handle) {
                 return Err(FsClientError::HandleInUse { line: line.number, target: path.to_string(), handle });
             }
-            self.handles.insert(handle, File::from(fd));
+            let file = File::from(fd);
+            // dbench looks at what it opened (its result is unused there
+            // too).
+            let _ = fstat(&file);
+            self.handles.insert(handle, OpenFile { file, path: self.path_a.as_slice().into() });
         }
         Ok(())
     }
 
-    fn bad_disposition(&self, line: &Line, path: &SmbPath, disposition: u32) -> Result<(), FsClientError> {
-        Err(FsClientError::Status {
-            line: line.number,
-            op: "NTCreateX",
-            target: path.to_string(),
-            expected: line.status.to_string(),
-            got: format!("create disposition {disposition} is not one of 0..5"),
-        })
+    /// dbench's Deltree of the directory at `path` (relative to the
+    /// replay directory; left as it was on success): every entry that is
+    /// not a directory is unlinked, including symbolic links, which are
+    /// never followed; directories are walked the same way and stay. A
+    /// missing path or one that is not a directory is left alone.
+    fn deltree(&mut self, path: &mut Vec<u8>) -> Result<(), Errno> {
+        let mut dir = match DirStream::open(&self.root, path, DIR_OPEN) {
+            Ok(d) => d,
+            // Gone, or not a directory (O_NOFOLLOW: a link is not one).
+            Err(Errno::ENOENT | Errno::ENOTDIR) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if !self.left_by_deltree.contains(path.as_slice()) {
+            self.left_by_deltree.insert(path.clone());
+        }
+        let len = path.len();
+        while let Some(entry) = dir.next_entry()? {
+            if entry.name == b"." || entry.name == b".." {
+                continue;
+            }
+            path.truncate(len);
+            path.push(b'/');
+            path.extend_from_slice(entry.name);
+            // Gone since it was listed: skipped, as dbench skips it.
+            let Ok(st) = fstatat(&self.root, path.as_slice(), AtFlags::AT_SYMLINK_NOFOLLOW) else {
+                continue;
+            };
+            if file_type(st.st_mode) == SFlag::S_IFDIR.bits() {
+                self.deltree(path)?;
+            } else {
+                match unlinkat(&self.root, path.as_slice(), UnlinkatFlags::NoRemoveDir) {
+                    Ok(()) | Err(Errno::ENOENT) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        path.truncate(len);
+        Ok(())
     }
 
     fn find_first(&mut self, line: &Line, pattern: &SmbPath, max_count: u32, count: u32) -> Result<(), FsClientError> {
         const OP: &str = "FIND_FIRST";
         self.render(pattern, Slot::A);
+        let found = self.resolve(line, OP, pattern, Slot::A)?;
         let mask = pattern.file_name();
         if !dos_wildcard::has_wildcards(mask) {
             // A plain name: SMB's FIND_FIRST finds it or not.
-            self.resolve(line, OP, pattern, Slot::A)?;
-            let r = fstatat(&self.root, self.path_a.as_slice(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW);
-            return Self::check(line, OP, pattern, r).map(drop);
+            return self.check_lookup(line, OP, pattern, found);
         }
         let dir_len = self.path_a.iter().rposition(|&b| b == b'/').unwrap_or(0);
         let dir: &[u8] = if dir_len == 0 { b"." } else { self.path_a.get(..dir_len).unwrap_or(b".") };
-        let listed = Dir::openat(
-            &self.root,
-            dir,
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map(|mut d| {
-            d.iter()
-                .flatten()
-                .filter(|e| dos_wildcard::matches(mask, &String::from_utf8_lossy(e.file_name().to_bytes())))
-                .count()
+        // dbench reads up to `max_count` entries; the reply holds the
+        // matches among them.
+        let listed = DirStream::open(&self.root, dir, DIR_OPEN).and_then(|mut d| {
+            let mut matched = 0usize;
+            for _ in 0..max_count {
+                match d.next_entry()? {
+                    Some(e) if dos_wildcard::matches(mask, &String::from_utf8_lossy(e.name)) => matched += 1,
+                    Some(_) => {}
+                    None => break,
+                }
+            }
+            Ok(matched)
         });
         // An SMB server answers "no such file" when nothing matches.
         let r = match listed {
@@ -606,7 +705,7 @@ impl FsClient {
             other => other,
         };
         if let Some(found) = Self::check(line, OP, pattern, r)? {
-            let returned = u32::try_from(found).unwrap_or(u32::MAX).min(max_count);
+            let returned = u32::try_from(found).unwrap_or(u32::MAX);
             if returned != count {
                 self.find_count_mismatches += 1;
             }
@@ -631,5 +730,8 @@ impl super::client_driver::Replayer for FsClient {
     }
 }
 
+mod dir_stream;
+#[cfg(all(test, any(target_arch = "x86_64", target_arch = "aarch64")))]
+mod seen_syscalls;
 #[cfg(test)]
 mod tests;

@@ -21,9 +21,11 @@
 //!   with a warning, but a benchmark that silently skips work measures
 //!   something else.
 //! - Paths are split on `\` (and `/`), `.` is dropped and `..` climbs one
-//!   level; a `..` that would climb above the client's directory is refused.
-//!   A component equal to `client1` names "this client" and is replaced per
-//!   client at replay time (dbench substitutes the same string).
+//!   level. A component equal to `client1` names "this client" and is
+//!   replaced per client at replay time (dbench substitutes the same
+//!   string). A path that climbs out of the client's directory or names
+//!   another client's is refused, and so is a line that would change
+//!   anything outside the client's directory: `paths` has the exact rule.
 //!
 //! Layout: `paths` (SMB paths and their containment), `operations` (the
 //! typed operations and the parsed loadfile) and `syntax` (the text format
@@ -35,6 +37,9 @@ mod syntax;
 #[cfg(test)]
 mod tests;
 
-pub use operations::{Handle, Line, Loadfile, NtStatus, Op, OpKind};
-pub use paths::{PathProblem, SmbPath, CLIENT_PLACEHOLDER};
+pub use operations::{
+    Handle, Line, Loadfile, NtStatus, Op, OpKind, FILE_CREATE, FILE_DIRECTORY_FILE, FILE_NON_DIRECTORY_FILE, FILE_OPEN,
+    FILE_OPEN_IF, FILE_OVERWRITE, FILE_OVERWRITE_IF, FILE_SUPERSEDE,
+};
+pub use paths::{PathProblem, SmbPath, CLIENTS_DIR, CLIENT_PLACEHOLDER};
 pub use syntax::{c_integer, LoadfileError, MAX_IO_SIZE};

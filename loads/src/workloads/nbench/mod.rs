@@ -5,6 +5,8 @@
 
 pub mod builtin_loadfile;
 pub mod client_driver;
+#[cfg(test)]
+pub mod completed_lines;
 pub mod dos_wildcard;
 pub mod fs_client;
 pub mod loadfile;

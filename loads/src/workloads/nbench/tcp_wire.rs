@@ -473,7 +473,7 @@ mod tests {
         });
         let lf = Loadfile::parse(
             "t",
-            b"ReadX 1 0 65536 65536 NT_STATUS_OK\nWriteX 1 0 65536 65536 NT_STATUS_OK\nDeltree \"\\a\" NT_STATUS_OK\nFIND_FIRST \"\\a\\*\" 260 1366 900 NT_STATUS_OK\n",
+            b"ReadX 1 0 65536 65536 NT_STATUS_OK\nWriteX 1 0 65536 65536 NT_STATUS_OK\nDeltree \"\\clients\\client1\\a\" NT_STATUS_OK\nFIND_FIRST \"\\a\\*\" 260 1366 900 NT_STATUS_OK\n",
         )
         .unwrap();
         let mut c = WireClient::connect(addr, 3, lf.max_io_size()).unwrap();

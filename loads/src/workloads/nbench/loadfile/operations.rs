@@ -54,6 +54,24 @@ impl fmt::Display for NtStatus {
 /// A client's open-file handle number, as the loadfile writes it.
 pub type Handle = i64;
 
+/// NT create option: the object is a directory.
+pub const FILE_DIRECTORY_FILE: u32 = 0x1;
+/// NT create option: the object must not be a directory.
+pub const FILE_NON_DIRECTORY_FILE: u32 = 0x40;
+/// NT create disposition: replace the file if it exists, else create it.
+pub const FILE_SUPERSEDE: u32 = 0;
+/// NT create disposition: open an existing object.
+pub const FILE_OPEN: u32 = 1;
+/// NT create disposition: create an object that must not exist.
+pub const FILE_CREATE: u32 = 2;
+/// NT create disposition: open the object, creating it if missing.
+pub const FILE_OPEN_IF: u32 = 3;
+/// NT create disposition: open and truncate an existing file.
+pub const FILE_OVERWRITE: u32 = 4;
+/// NT create disposition: open and truncate the file, creating it if
+/// missing.
+pub const FILE_OVERWRITE_IF: u32 = 5;
+
 /// Operation kinds, in the order dbench prints its table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum OpKind {
@@ -65,7 +83,7 @@ pub enum OpKind {
     Rename,
     /// `Unlink`.
     Unlink,
-    /// `Deltree`: remove a tree.
+    /// `Deltree`: remove a tree's files.
     Deltree,
     /// `Rmdir`.
     Rmdir,
@@ -209,7 +227,8 @@ pub enum Op {
         /// SMB search attributes (recorded, unused).
         attributes: u32,
     },
-    /// Remove a directory tree (errors ignored, as in dbench).
+    /// Remove the files of a directory tree; its directories stay, as in
+    /// dbench (which does not check its status either).
     Deltree {
         /// The tree.
         path: SmbPath,
@@ -243,7 +262,7 @@ pub enum Op {
         /// Information level.
         level: u32,
     },
-    /// Set file information (level 1004, basic information, sets times).
+    /// Set file information (dbench sets the times at every level).
     SetFileInfo {
         /// The handle.
         handle: Handle,
@@ -336,6 +355,34 @@ impl Op {
             Op::UnlockX { .. } => OpKind::UnlockX,
             Op::Flush { .. } => OpKind::Flush,
             Op::Sleep { .. } => OpKind::Sleep,
+        }
+    }
+
+    /// The path this operation names outside the client's directory where
+    /// the containment rule (see `paths`) does not allow it: anything but
+    /// a look (QUERY_PATH_INFORMATION, FIND_FIRST), a Mkdir, or an
+    /// NTCreateX that opens a directory with FILE_OPEN or FILE_OPEN_IF.
+    pub fn outside_client_dir(&self) -> Option<&SmbPath> {
+        let outside = |p: &SmbPath| !p.in_client_dir();
+        match self {
+            Op::NtCreateX { path, create_options, disposition, .. } => {
+                let opens_a_directory =
+                    create_options & FILE_DIRECTORY_FILE != 0 && matches!(*disposition, FILE_OPEN | FILE_OPEN_IF);
+                (outside(path) && !opens_a_directory).then_some(path)
+            }
+            Op::Rename { from, to } => [from, to].into_iter().find(|p| outside(p)),
+            Op::Unlink { path, .. } | Op::Deltree { path } | Op::Rmdir { path } => outside(path).then_some(path),
+            Op::Mkdir { .. } | Op::QueryPathInfo { .. } | Op::FindFirst { .. } => None,
+            Op::Close { .. }
+            | Op::QueryFileInfo { .. }
+            | Op::QueryFsInfo { .. }
+            | Op::SetFileInfo { .. }
+            | Op::WriteX { .. }
+            | Op::ReadX { .. }
+            | Op::LockX { .. }
+            | Op::UnlockX { .. }
+            | Op::Flush { .. }
+            | Op::Sleep { .. } => None,
         }
     }
 

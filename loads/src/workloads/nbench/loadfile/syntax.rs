@@ -3,7 +3,7 @@
 //! operations, every error naming the loadfile and the line. It must not
 //! depend on anything that replays a loadfile.
 
-use super::operations::{Line, Loadfile, NtStatus, Op, OpKind};
+use super::operations::{Line, Loadfile, NtStatus, Op, OpKind, FILE_OVERWRITE_IF};
 use super::paths::{PathProblem, SmbPath};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -71,14 +71,33 @@ pub enum LoadfileError {
         /// The field as written.
         status: String,
     },
-    /// A path that would leave the client's directory.
-    #[error("loadfile {name} line {line}: path '{path}' leaves the client's directory")]
+    /// A path that would leave the client's directory or name another
+    /// client's (see `paths` for the rule).
+    #[error("loadfile {name} line {line}: path '{path}' {why}")]
     Escape {
         /// Loadfile name.
         name: String,
         /// Line number.
         line: u32,
         /// The path as written.
+        path: String,
+        /// Which part of the rule it breaks.
+        why: &'static str,
+    },
+    /// An operation that would change something outside the client's
+    /// directory (see `paths` for what may be done there).
+    #[error(
+        "loadfile {name} line {line}: {op} '{path}' is outside the client's directory \\clients\\client1, \
+         where a line may only look, make a directory or open one"
+    )]
+    OutsideClientDir {
+        /// Loadfile name.
+        name: String,
+        /// Line number.
+        line: u32,
+        /// Operation.
+        op: &'static str,
+        /// The path, normalised.
         path: String,
     },
     /// A dbench 1 loadfile (`SMB...` operations), which this format is not.
@@ -206,13 +225,13 @@ impl LineParser<'_> {
 
     fn path(&self, field: &str, wildcards_in_last_only: bool) -> Result<SmbPath, LoadfileError> {
         let p = SmbPath::parse(field).map_err(|problem| match problem {
-            PathProblem::Escape => {
-                LoadfileError::Escape { name: self.name.to_string(), line: self.number, path: field.to_string() }
-            }
-            PathProblem::NotAbsolute => {
-                self.malformed(format!("path '{field}' is not an absolute SMB path (must start with \\)"))
-            }
-            PathProblem::Root => self.malformed(format!("path '{field}' names the replay directory itself")),
+            PathProblem::AboveRoot | PathProblem::LeavesClient | PathProblem::OtherClient => LoadfileError::Escape {
+                name: self.name.to_string(),
+                line: self.number,
+                path: field.to_string(),
+                why: problem.why(),
+            },
+            PathProblem::NotAbsolute | PathProblem::Root => self.malformed(format!("path '{field}' {}", problem.why())),
             PathProblem::Nul => self.malformed("path holds a NUL byte"),
         })?;
         if wildcards_in_last_only {
@@ -275,10 +294,14 @@ fn parse_line(name: &str, number: u32, text: &str) -> Result<Option<Line>, Loadf
     let op = match kind {
         OpKind::NtCreateX => {
             want(&[4], "PATH CREATE_OPTIONS DISPOSITION HANDLE STATUS")?;
+            let disposition = p.unsigned(arg(2), "create disposition")?;
+            if disposition > FILE_OVERWRITE_IF {
+                return Err(p.malformed(format!("create disposition {disposition} is not one of 0..5")));
+            }
             Op::NtCreateX {
                 path: p.path(arg(0), false)?,
                 create_options: p.unsigned(arg(1), "create options")?,
-                disposition: p.unsigned(arg(2), "create disposition")?,
+                disposition,
                 handle: p.int(arg(3), "handle")?,
             }
         }
@@ -364,5 +387,13 @@ fn parse_line(name: &str, number: u32, text: &str) -> Result<Option<Line>, Loadf
             Op::Sleep { micros: p.unsigned(arg(0), "sleep time")? }
         }
     };
+    if let Some(path) = op.outside_client_dir() {
+        return Err(LoadfileError::OutsideClientDir {
+            name: name.to_string(),
+            line: number,
+            op: kind.loadfile_name(),
+            path: path.to_string(),
+        });
+    }
     Ok(Some(Line { number, at_s, op, status }))
 }

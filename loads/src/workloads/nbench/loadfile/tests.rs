@@ -86,6 +86,7 @@ fn malformed_lines_are_errors_naming_the_line() {
         ("FIND_FIRST \"\\a*\\b\" 260 1 0 NT_STATUS_OK", "outside its last component"),
         ("1.x Close 1 NT_STATUS_OK", "timestamp"),
         ("Close", "NT status"),
+        ("NTCreateX \"\\clients\\client1\\a\" 0x40 0x6 5 NT_STATUS_OK", "disposition 6 is not one of 0..5"),
     ];
     for (text, want) in cases {
         let e = parse(&format!("# header\n{text}\n")).unwrap_err();
@@ -114,10 +115,81 @@ fn escape_attempts_are_refused_with_the_line() {
     for path in [r"\..\etc\passwd", r"\clients\..\..\x", r"\a\b\..\..\..", r"/../x"] {
         let e = parse(&format!("Close 1 NT_STATUS_OK\nUnlink \"{path}\" 0x6 NT_STATUS_OK\n")).unwrap_err();
         assert!(matches!(&e, LoadfileError::Escape { line: 2, .. }), "{path}: {e}");
-        assert!(e.to_string().contains("leaves the client's directory"), "{e}");
+        assert!(e.to_string().contains("climbs above the replay directory"), "{e}");
     }
-    let e = parse("Rename \"\\a\" \"\\a\\..\\..\\b\" NT_STATUS_OK\n").unwrap_err();
+    let e = parse("Rename \"\\clients\\client1\\a\" \"\\a\\..\\..\\b\" NT_STATUS_OK\n").unwrap_err();
     assert!(matches!(e, LoadfileError::Escape { line: 1, .. }), "{e}");
+}
+
+#[test]
+fn a_client_cannot_climb_out_of_its_directory_or_name_another() {
+    // Each of these would reach another client's tree: `client1` is
+    // client 1's own name, so for client 0 `\clients\client1\..\client2`
+    // is client 2's directory, and the replay finds names
+    // case-insensitively.
+    let cases = [
+        (r"\clients\client1\..\client2\x", "climbs out of the client's directory"),
+        (r"\clients\client1\a\..\..\client2", "climbs out of the client's directory"),
+        (r"\clients\CLIENT1\..\CLIENT1\x", "climbs out of the client's directory"),
+        (r"\x\client1\..\y", "climbs out of the client's directory"),
+        (r"\clients\client2\x", "another client's directory"),
+        (r"\clients\client0", "another client's directory"),
+        (r"\CLIENTS\Client17\x", "another client's directory"),
+        (r"\clients\a\..\client3\x", "another client's directory"),
+    ];
+    for (path, want) in cases {
+        for line in
+            [format!("QUERY_PATH_INFORMATION \"{path}\" 1004 NT_STATUS_OK"), format!("Deltree \"{path}\" NT_STATUS_OK")]
+        {
+            let e = parse(&format!("Close 1 NT_STATUS_OK\n{line}\n")).unwrap_err();
+            let msg = e.to_string();
+            assert!(matches!(&e, LoadfileError::Escape { line: 2, .. }), "{line}: {msg}");
+            assert!(msg.contains(want) && msg.contains(path), "{line}: {msg}");
+        }
+    }
+    // Names that only start like a client's stay usable inside the
+    // client's directory.
+    let lf = parse("Mkdir \"\\clients\\client1\\client2\" NT_STATUS_OK\nUnlink \"\\clients\\client1\\x\\..\\clients7\" 0 NT_STATUS_OK\nQUERY_PATH_INFORMATION \"\\clients\\clientele\" 1004 NT_STATUS_OK\n").unwrap();
+    assert_eq!(lf.lines.len(), 3);
+}
+
+#[test]
+fn outside_its_directory_a_client_may_only_look_make_and_open_directories() {
+    // Allowed: what dbench's loadfiles do with `\clients`, which all
+    // clients share, and looks anywhere.
+    let lf = parse(
+        r#"Mkdir "\clients" NT_STATUS_OK
+QUERY_PATH_INFORMATION "\clients" 1004 NT_STATUS_OK
+FIND_FIRST "\clients\*" 260 1366 3 NT_STATUS_OK
+NTCreateX "\clients" 0x1 0x1 1 NT_STATUS_OK
+NTCreateX "\other" 0x1 0x3 2 NT_STATUS_OK
+Deltree "\clients\client1" NT_STATUS_OK
+NTCreateX "\clients\client1" 0x1 0x2 3 NT_STATUS_OK
+Rename "\clients\client1\a" "\clients\client1\b" NT_STATUS_OK
+"#,
+    )
+    .unwrap();
+    assert_eq!(lf.lines.len(), 8);
+    let refused = [
+        r#"Deltree "\clients" NT_STATUS_OK"#,
+        r#"Rmdir "\clients" NT_STATUS_OK"#,
+        r#"Unlink "\clients\shared" 0x6 NT_STATUS_OK"#,
+        r#"Rename "\clients\client1\a" "\clients\a" NT_STATUS_OK"#,
+        r#"Rename "\x" "\clients\client1\a" NT_STATUS_OK"#,
+        r#"NTCreateX "\clients\shared" 0x40 0x1 1 NT_STATUS_OK"#,
+        r#"NTCreateX "\clients\shared" 0x40 0x2 1 NT_STATUS_OK"#,
+        r#"NTCreateX "\clients\shared" 0x40 0x5 1 NT_STATUS_OK"#,
+        r#"NTCreateX "\clients" 0x1 0x2 1 NT_STATUS_OK"#,
+        r#"NTCreateX "\clients" 0x1 0x0 1 NT_STATUS_OK"#,
+        r#"Unlink "\Clients\client1\a" 0x6 NT_STATUS_OK"#,
+    ];
+    for line in refused {
+        let e = parse(&format!("# header\n{line}\n")).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(&e, LoadfileError::OutsideClientDir { line: 2, .. }), "{line}: {msg}");
+        let op = line.split(' ').next().unwrap();
+        assert!(msg.contains(op) && msg.contains("outside the client's directory"), "{line}: {msg}");
+    }
 }
 
 #[test]
@@ -126,6 +198,7 @@ fn paths_normalise_inside_the_directory() {
     assert_eq!(p.as_str(), "clients/client1/a/c");
     assert_eq!(p.to_string(), r"\clients\client1\a\c");
     assert_eq!(p.file_name(), "c");
+    assert!(p.in_client_dir());
     let mut out = Vec::new();
     p.render("client7", &mut out);
     assert_eq!(out, b"clients/client7/a/c");
@@ -133,8 +206,14 @@ fn paths_normalise_inside_the_directory() {
     let mut out = Vec::new();
     SmbPath::parse(r"\clients\CLIENT1\client10").unwrap().render("client0", &mut out);
     assert_eq!(out, b"clients/client0/client10", "only whole components are the placeholder");
+    assert!(SmbPath::parse(r"\clients\Client1").unwrap().in_client_dir());
+    assert!(!SmbPath::parse(r"\clients").unwrap().in_client_dir());
+    assert!(!SmbPath::parse(r"\CLIENTS\client1\x").unwrap().in_client_dir(), "not the directory prepared");
+    assert!(!SmbPath::parse(r"\x\client1").unwrap().in_client_dir());
     assert_eq!(SmbPath::parse("a"), Err(PathProblem::NotAbsolute));
-    assert_eq!(SmbPath::parse(r"\a\..\.."), Err(PathProblem::Escape));
+    assert_eq!(SmbPath::parse(r"\a\..\.."), Err(PathProblem::AboveRoot));
+    assert_eq!(SmbPath::parse(r"\clients\client1\.."), Err(PathProblem::LeavesClient));
+    assert_eq!(SmbPath::parse(r"\clients\client9"), Err(PathProblem::OtherClient));
     assert_eq!(SmbPath::parse(r"\a\.."), Err(PathProblem::Root));
     assert_eq!(SmbPath::parse("\\a\0"), Err(PathProblem::Nul));
 }
