@@ -151,6 +151,16 @@ mod tests {
     fn userspace_processes_lists_a_child_with_its_state() {
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         let pid = child.id() as i32;
+        // Right after the spawn the child may still be this test's fork,
+        // not yet exec'd: wait until it is `sleep`, asleep.
+        let settled = || {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            stat.contains("(sleep) S")
+        };
+        let t0 = std::time::Instant::now();
+        while !settled() && t0.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let seen = userspace_processes();
         child.kill().unwrap();
         child.wait().unwrap();
