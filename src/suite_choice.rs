@@ -1,10 +1,13 @@
 //! Choosing the suite of a run: a built-in by name or a JSON file, with the
 //! command line's overrides applied exactly as the guest applies its
 //! `bootbench.*` keys, and contest's memory bounded by what the host has.
-//! Depends on `loads`' suite model only.
+//! Depends on `loads`' suite model and contest's parameters only.
 
 use anyhow::Context;
+use loads::known_loadfiles::DBENCH_CLIENT_ROOM_BYTES;
 use loads::suite::{CmdlineConfig, Suite};
+use loads::workloads::contest::background_loads::LoadKind;
+use loads::workloads::contest::{ContestParams, NAME as CONTEST_WORKLOAD};
 use std::path::Path;
 
 /// Gives every contest workload of `suite` a `mem_bytes` of `mem_mib`
@@ -29,6 +32,23 @@ pub fn bound_contest_memory(suite: &mut Suite, mem_mib: u64, available_bytes: Op
         }
     }
     Ok(())
+}
+
+/// The scratch room the suite's contest needs beyond its RAM-sized files,
+/// or `None` when it runs no contest: for each contest whose rows include
+/// dbench_load, its clients (`dbench_clients`, default 16 × `smp`) times
+/// [`DBENCH_CLIENT_ROOM_BYTES`].
+pub fn contest_scratch_room(suite: &Suite, smp: u32) -> anyhow::Result<Option<u64>> {
+    let mut room = None;
+    for spec in suite.workloads.iter().filter(|w| w.name == CONTEST_WORKLOAD) {
+        let params = loads::workload::params_without_version(&spec.params);
+        let p: ContestParams = loads::workload::parse_params(CONTEST_WORKLOAD, &params)?;
+        let clients = p.dbench_clients.unwrap_or(smp.saturating_mul(16));
+        let dbench = if p.rows.iter().any(|r| r == LoadKind::Dbench.name()) { u64::from(clients) } else { 0 };
+        let need = dbench.saturating_mul(DBENCH_CLIENT_ROOM_BYTES);
+        room = Some(room.map_or(need, |r: u64| r.max(need)));
+    }
+    Ok(room)
 }
 
 /// MemAvailable of this host, in bytes.
@@ -78,6 +98,25 @@ pub fn apply_overrides(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn contest_scratch_room_is_dbench_load_s_clients_room() {
+        assert_eq!(contest_scratch_room(&Suite::builtin("quick").unwrap(), 2).unwrap(), None);
+        let contest = Suite::builtin("contest").unwrap();
+        assert_eq!(contest_scratch_room(&contest, 2).unwrap(), Some(32 * DBENCH_CLIENT_ROOM_BYTES), "16 × vCPUs");
+        assert_eq!(contest_scratch_room(&contest, 4).unwrap(), Some(64 * DBENCH_CLIENT_ROOM_BYTES));
+        let with = |params: serde_json::Value| {
+            let json = serde_json::json!({ "name": "t", "workloads": [{ "name": "contest", "params": params }] });
+            contest_scratch_room(&Suite::from_json("t", &json.to_string()).unwrap(), 2).unwrap()
+        };
+        assert_eq!(with(serde_json::json!({ "rows": "no_load,io_load" })), Some(0), "no dbench_load: no room");
+        assert_eq!(with(serde_json::json!({ "dbench_clients": 3 })), Some(3 * DBENCH_CLIENT_ROOM_BYTES));
+        assert!(contest_scratch_room(
+            &Suite::from_json("t", r#"{"name":"t","workloads":[{"name":"contest","params":{"rows":5}}]}"#).unwrap(),
+            2
+        )
+        .is_err());
+    }
 
     #[test]
     fn contest_memory_is_bounded_by_mem_and_the_host() {

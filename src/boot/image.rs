@@ -131,6 +131,15 @@ pub enum ImageFileError {
     },
 }
 
+/// Where a missing image file comes from, when bootbench knows.
+fn missing_hint(path: &str) -> &'static str {
+    if path == CLIENT_TXT {
+        " (Debian's `dbench` package installs it; `scripts/setup` installs that package)"
+    } else {
+        ""
+    }
+}
+
 /// Reads `file` from the host and checks it; returns its path in the
 /// archive, its bytes and their sha256.
 fn read_image_file(file: &ImageFile) -> Result<(String, Vec<u8>, String), ImageFileError> {
@@ -146,11 +155,7 @@ fn read_image_file(file: &ImageFile) -> Result<(String, Vec<u8>, String), ImageF
     let data = std::fs::read(path).map_err(|source| ImageFileError::Missing {
         reader: file.reader.clone(),
         path: file.path.clone(),
-        hint: if file.path == CLIENT_TXT {
-            " (Debian's `dbench` package installs it; `scripts/setup` installs that package)".to_string()
-        } else {
-            String::new()
-        },
+        hint: missing_hint(&file.path).to_string(),
         source,
     })?;
     let actual = hex::encode(Sha256::digest(&data));
@@ -326,10 +331,10 @@ mod tests {
         assert!(e.contains("/nonexistent/x.txt cannot be read"), "{e}");
         let e = read_image_file(&file("/nonexistent/usr/share/dbench/client.txt", None)).unwrap_err().to_string();
         assert!(!e.contains("scripts/setup"), "the hint is for Debian's path only: {e}");
-        if !Path::new(CLIENT_TXT).exists() {
-            let e = read_image_file(&file(CLIENT_TXT, None)).unwrap_err().to_string();
-            assert!(e.contains("scripts/setup"), "{e}");
-        }
+        assert!(
+            missing_hint(CLIENT_TXT).contains("`dbench` package") && missing_hint(CLIENT_TXT).contains("scripts/setup")
+        );
+        assert_eq!(missing_hint("/srv/client.txt"), "");
         for bad in ["client.txt", "/a/../etc/shadow", "/"] {
             let e = read_image_file(&file(bad, None)).unwrap_err();
             assert!(matches!(e, ImageFileError::Path { .. }), "{bad}: {e}");

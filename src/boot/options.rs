@@ -113,8 +113,9 @@ pub struct RunOptions {
     #[arg(long, value_enum, default_value = "interleaved")]
     pub order: crate::boot::order::BootOrder,
     /// Scratch disk (ext4 on virtio-blk, mounted at /scratch in the guest):
-    /// auto (on when the suite runs contest: 2 × --mem + 1 GiB), none, or a
-    /// size such as 4G. A fresh sparse image is made for every boot.
+    /// auto (on when the suite runs contest: 2 × --mem + 1 GiB, plus 40 MiB
+    /// per dbench_load client), none, or a size such as 4G. A fresh sparse
+    /// image is made for every boot.
     #[arg(long, default_value = "auto")]
     pub scratch_disk: String,
     /// Swap disk: auto (as large as --mem when there is a scratch disk and

@@ -119,7 +119,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
         crate::boot::scratch_disk::SizeChoice::parse("--swap", &args.swap)?,
         crate::boot::scratch_disk::SizeChoice::parse("--zram", &args.zram)?,
         args.iosched.as_deref(),
-        suite.workloads.iter().any(|w| w.name == crate::boot::scratch_disk::CONTEST_WORKLOAD),
+        crate::suite_choice::contest_scratch_room(&suite, args.smp)?,
         mem_mib,
     )?
     .with_throttle(args.disk_throttle.as_deref(), icount_option(choice.accel, clock))?;

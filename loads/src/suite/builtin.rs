@@ -43,7 +43,7 @@ impl Suite {
 
 /// The `contest` suite: contest's eleven rows, three runs of each (the
 /// `[runs]` of reference 003 were 2 to 5), on the scratch disk `bootbench
-/// run` attaches for it. Hours under TCG with a 1 GiB guest; the rows and
+/// run` attaches for it; dbench_load replays `client.txt`, pinned. Hours under TCG with a 1 GiB guest; the rows and
 /// sizes are `bootbench.contest.*` parameters.
 fn contest_suite() -> Suite {
     Suite {
@@ -56,7 +56,10 @@ fn contest_suite() -> Suite {
             name: "contest".into(),
             iterations: None,
             warmup: None,
-            params: serde_json::Map::new(),
+            params: [("dbench_loadfile", CLIENT_TXT), ("dbench_loadfile_sha256", CLIENT_TXT_SHA256)]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.into()))
+                .collect(),
         }],
     }
 }

@@ -263,6 +263,7 @@ mod tests {
         }
         let contest = image_files(&Suite::builtin("contest").unwrap()).unwrap();
         assert_eq!(contest.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), [CLIENT_TXT], "dbench_load's");
+        assert_eq!(contest[0].sha256.as_deref(), Some(CLIENT_TXT_SHA256), "pinned");
         assert_eq!(contest[0].reader, "contest's dbench_load");
 
         let suite = |workloads: serde_json::Value| {

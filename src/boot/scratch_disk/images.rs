@@ -131,6 +131,9 @@ pub fn make_disks(plan: &StoragePlan, page_size: u64, dir: &Path, tag: &str) -> 
             SCRATCH_FS.into(),
             "-L".into(),
             SCRATCH_LABEL.into(),
+            // No blocks reserved for root: the whole disk is the loads'.
+            "-m".into(),
+            "0".into(),
             "-U".into(),
             IMAGE_UUID.to_string(),
             "-E".into(),

@@ -171,8 +171,10 @@ pub struct StoragePlan {
 
 impl StoragePlan {
     /// Decides the disks: `auto` scratch is on when the suite runs
-    /// [`CONTEST_WORKLOAD`], sized 2 × guest RAM + 1 GiB (room for io_load's
-    /// RAM-sized file and the build tree); `auto` swap is as large as the
+    /// [`CONTEST_WORKLOAD`] (`contest_room` is then the room its
+    /// dbench_load clients need), sized 2 × guest RAM + 1 GiB (room for
+    /// io_load's and read_load's RAM-sized files and the trees) plus that
+    /// room; `auto` swap is as large as the
     /// guest RAM when there is a scratch disk (mem_load touches 110% of
     /// RAM) and no zram, none otherwise. zram is off unless asked for;
     /// `auto` zram is half the guest RAM (uncompressed).
@@ -181,12 +183,12 @@ impl StoragePlan {
         swap: SizeChoice,
         zram: SizeChoice,
         iosched: Option<&str>,
-        suite_runs_contest: bool,
+        contest_room: Option<u64>,
         mem_mib: u64,
     ) -> Result<StoragePlan, ScratchDiskError> {
         let mem = mem_mib << 20;
         let scratch_bytes = match scratch {
-            SizeChoice::Auto => suite_runs_contest.then_some(2 * mem + (1 << 30)),
+            SizeChoice::Auto => contest_room.map(|room| (2 * mem + (1 << 30)).saturating_add(room)),
             SizeChoice::None => None,
             SizeChoice::Bytes(b) if b < MIN_SCRATCH_BYTES => {
                 return Err(ScratchDiskError::BadSize {

@@ -15,7 +15,7 @@ fn plan(scratch: &str, swap: &str, iosched: Option<&str>) -> Result<StoragePlan,
         SizeChoice::parse("--swap", swap)?,
         SizeChoice::None,
         iosched,
-        false,
+        None,
         1024,
     )
 }
@@ -43,9 +43,10 @@ fn auto_follows_contest_and_memory() {
     let auto = |contest, mem| {
         StoragePlan::decide(SizeChoice::Auto, SizeChoice::Auto, SizeChoice::None, None, contest, mem).unwrap()
     };
-    assert_eq!(auto(false, 1024), StoragePlan::default());
-    let p = auto(true, 1024);
+    assert_eq!(auto(None, 1024), StoragePlan::default());
+    let p = auto(Some(0), 1024);
     assert_eq!(p.scratch_bytes, Some(3 << 30));
+    assert_eq!(auto(Some(1280 << 20), 1024).scratch_bytes, Some((3 << 30) + (1280 << 20)), "dbench_load's room");
     assert_eq!(p.swap_bytes, Some(1 << 30));
     assert_eq!(p.devices(), (Some("/dev/vda"), Some("/dev/vdb")));
     let p = plan("300M", "none", Some("bfq")).unwrap();
@@ -132,7 +133,7 @@ fn zram_is_sized_from_memory_replaces_auto_swap_and_packs_its_modules() {
             SizeChoice::parse("--swap", swap)?,
             SizeChoice::parse("--zram", z)?,
             None,
-            true,
+            Some(0),
             1024,
         )
     };

@@ -33,7 +33,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-const NAME: &str = "contest";
+/// The workload's name.
+pub const NAME: &str = "contest";
 
 /// The /proc/vmstat counters each row records: block IO in KiB (pgpgin,
 /// pgpgout), swap traffic in pages (pswpin, pswpout), major faults, OOM
@@ -308,7 +309,7 @@ impl Contest {
             .map(|(_, b)| *b)
             .sum::<u64>()
             .saturating_add(dbench_bytes)
-            + 64 * MIB;
+            .saturating_add(64 * MIB);
         space.require(need).map_err(failed)?;
 
         let root = space.dir.join("contest");

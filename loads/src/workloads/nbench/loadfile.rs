@@ -24,8 +24,9 @@
 //!   level. A component equal to `client1` names "this client" and is
 //!   replaced per client at replay time (dbench substitutes the same
 //!   string). A path that climbs out of the client's directory or names
-//!   another client's is refused, and so is a line that would change
-//!   anything outside the client's directory: `paths` has the exact rule.
+//!   another client's is refused, and so is a line that would create,
+//!   replace or remove anything outside the client's directory: `paths`
+//!   has the exact rule.
 //!
 //! Layout: `paths` (SMB paths and their containment), `operations` (the
 //! typed operations and the parsed loadfile) and `syntax` (the text format

@@ -451,28 +451,63 @@ impl Loadfile {
         self.lines.iter().map(|l| l.op.payload_bytes()).sum()
     }
 
-    /// An upper bound on the bytes of files one client keeps at once: for
-    /// every file it writes (by path), the furthest byte any WriteX reaches,
-    /// summed over files. Sizes the space a run of many clients needs
-    /// (about 24 MB per client for dbench's `client.txt`).
+    /// An upper bound on the bytes of files one client keeps at once, for
+    /// sizing the space a run of many clients needs: two passes over the
+    /// loadfile are followed as a client makes them (a file grows to the
+    /// furthest byte written, moves with Rename, goes with Unlink or
+    /// Deltree once no handle holds it; truncation is ignored), and the
+    /// peak of the live files' sizes is returned. About 24 MB per client
+    /// for dbench's `client.txt`.
     pub fn files_bytes_bound(&self) -> u64 {
-        let mut open: std::collections::HashMap<Handle, &str> = std::collections::HashMap::new();
-        let mut extent: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
-        for l in &self.lines {
+        use std::collections::HashMap;
+        let mut handles: HashMap<Handle, String> = HashMap::new();
+        let mut live: HashMap<String, u64> = HashMap::new();
+        let (mut total, mut peak) = (0u64, 0u64);
+        let held = |handles: &HashMap<Handle, String>, path: &str| handles.values().any(|p| p == path);
+        for l in self.lines.iter().chain(&self.lines) {
+            let ok = l.status.is_ok();
             match &l.op {
-                Op::NtCreateX { path, handle, .. } => {
-                    open.insert(*handle, path.as_str());
+                Op::NtCreateX { path, handle, .. } if ok => {
+                    live.entry(path.as_str().to_string()).or_insert(0);
+                    handles.insert(*handle, path.as_str().to_string());
+                }
+                Op::Close { handle } => {
+                    handles.remove(handle);
                 }
                 Op::WriteX { handle, offset, size, .. } => {
-                    if let Some(path) = open.get(handle) {
+                    if let Some(size_now) = handles.get(handle).and_then(|p| live.get_mut(p)) {
                         let end = offset.saturating_add(u64::from(*size));
-                        let e = extent.entry(path).or_insert(0);
-                        *e = (*e).max(end);
+                        if end > *size_now {
+                            total = total.saturating_add(end - *size_now);
+                            *size_now = end;
+                            peak = peak.max(total);
+                        }
+                    }
+                }
+                Op::Rename { from, to } if ok => {
+                    if let Some(moved) = live.remove(from.as_str()) {
+                        if let Some(replaced) = live.insert(to.as_str().to_string(), moved) {
+                            total = total.saturating_sub(replaced);
+                        }
+                        for p in handles.values_mut().filter(|p| p.as_str() == from.as_str()) {
+                            *p = to.as_str().to_string();
+                        }
+                    }
+                }
+                Op::Unlink { path, .. } if ok && !held(&handles, path.as_str()) => {
+                    total = total.saturating_sub(live.remove(path.as_str()).unwrap_or(0));
+                }
+                Op::Deltree { path } => {
+                    let prefix = format!("{}/", path.as_str());
+                    let gone: Vec<String> =
+                        live.keys().filter(|k| k.starts_with(&prefix) && !held(&handles, k)).cloned().collect();
+                    for k in gone {
+                        total = total.saturating_sub(live.remove(&k).unwrap_or(0));
                     }
                 }
                 _ => {}
             }
         }
-        extent.values().fold(0u64, |a, b| a.saturating_add(*b))
+        peak
     }
 }

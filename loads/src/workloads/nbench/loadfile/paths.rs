@@ -32,8 +32,11 @@
 //!    FILE_OPEN_IF). Every other use of such a path (Unlink, Rmdir,
 //!    Deltree, Rename from or to it, any other NTCreateX) is refused when
 //!    the loadfile is read, naming the line (`Op::outside_client_dir`
-//!    applies this to operations). Debian's client.txt names nothing
-//!    outside its client's directory but `Mkdir "\clients"`.
+//!    applies this to operations). One change outside stays possible: a
+//!    SET_FILE_INFORMATION on a handle of such an opened directory sets
+//!    that directory's times (handles are not followed at parse time).
+//!    Debian's client.txt names nothing outside its client's directory
+//!    but `Mkdir "\clients"`.
 //!
 //! What shapes cannot do, the replayer does: it never follows a symbolic
 //! link in the last component and refuses one met in a lookup, and each

@@ -271,4 +271,33 @@ fn the_space_a_client_keeps_is_the_furthest_write_of_each_file() {
     .unwrap();
     // a reaches byte 8292 (handle 1, then 2), b byte 50; rewrites add nothing.
     assert_eq!(lf.files_bytes_bound(), 8292 + 50);
+    // A renamed file keeps its bytes under its new name while the old name
+    // fills again; an unlinked one gives them back, unless a handle holds it.
+    let lf = Loadfile::parse(
+        "t",
+        concat!(
+            "NTCreateX \"\\clients\\client1\\a\" 0x40 0x2 1 NT_STATUS_OK\n",
+            "WriteX 1 0 1000 1000 NT_STATUS_OK\n",
+            "Close 1 NT_STATUS_OK\n",
+            "Rename \"\\clients\\client1\\a\" \"\\clients\\client1\\b\" NT_STATUS_OK\n",
+            "NTCreateX \"\\clients\\client1\\a\" 0x40 0x2 2 NT_STATUS_OK\n",
+            "WriteX 2 0 1000 1000 NT_STATUS_OK\n",
+            "Unlink \"\\clients\\client1\\a\" 0x20 NT_STATUS_OK\n",
+            "Close 2 NT_STATUS_OK\n",
+            "Unlink \"\\clients\\client1\\b\" 0x20 NT_STATUS_OK\n",
+            "NTCreateX \"\\clients\\client1\\c\" 0x40 0x2 3 NT_STATUS_OBJECT_NAME_NOT_FOUND\n",
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(lf.files_bytes_bound(), 2000, "a and b at once");
+}
+
+#[test]
+fn client_txt_keeps_less_than_the_room_a_dbench_load_client_gets() {
+    let lf = Loadfile::read(Path::new(crate::known_loadfiles::CLIENT_TXT))
+        .unwrap_or_else(|e| panic!("{e}: run scripts/setup to install Debian's dbench package"));
+    let peak = lf.files_bytes_bound();
+    assert!(peak > 20_000_000, "{peak}: client.txt writes about 24 MB of files");
+    assert!(peak <= crate::known_loadfiles::DBENCH_CLIENT_ROOM_BYTES, "{peak}");
 }
