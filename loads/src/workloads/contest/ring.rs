@@ -1,9 +1,8 @@
 //! process_load's ring, as contest defines it: N processes forked *and
 //! exec'd*, joined in a one-way ring of pipes, with M ≪ N chunks of data
 //! passed round it. A member holds data only while a chunk passes through
-//! it, so at most M of them are runnable at once and every hop is a
-//! wake-up of a sleeping process: an IPC and wake-up chain, not N busy
-//! tasks.
+//! it, so at most M of them have work at once and a hop mostly wakes a
+//! member asleep in `read`: an IPC and wake-up chain, not N busy tasks.
 //!
 //! The ring has N + 1 stations: the N exec'd members (the `ring` applet,
 //! [`member_main`]) and the load's leader, which stays unexec'd because it
@@ -33,9 +32,9 @@ pub const CHUNK: usize = 4096;
 
 /// Members per chunk. contest says only M ≪ N, without a figure: one chunk
 /// per eight members keeps M ≪ N at every size while M still grows with
-/// the machine (N = 4 × CPUs, so M = CPUs / 2: at most half the CPUs' worth
-/// of ring members runnable at once, the rest asleep in `read`). Fewer
-/// than eight members still get one chunk.
+/// the machine (N = 4 × CPUs, so M = CPUs / 2: work for at most half the
+/// CPUs at once, the other members asleep in `read`). Fewer than eight
+/// members still get one chunk.
 pub const MEMBERS_PER_CHUNK: usize = 8;
 
 /// The chunks a ring of `members` exec'd members carries: M = max(1, N / 8)
