@@ -132,20 +132,7 @@ fn a_load_that_dies_makes_its_row_an_error_not_a_no_load() {
 }
 
 fn load_env(dir: &Path, ring_procs: u32, applet_exe: PathBuf) -> LoadEnv {
-    LoadEnv {
-        dir: dir.to_path_buf(),
-        ring_procs,
-        applet_exe,
-        file_bytes: 1 << 20,
-        mem_bytes: 1 << 20,
-        max_oom_kills: 0,
-        tar_source: dir.join("src"),
-        tar_archive: dir.join("a.tar"),
-        read_file: dir.join("read"),
-        list_root: dir.to_path_buf(),
-        dbench_clients: 1,
-        dbench_loadfile: None,
-    }
+    LoadEnv::small(dir, ring_procs, applet_exe)
 }
 
 /// The kernel's count of voluntary context switches of `pid` (its

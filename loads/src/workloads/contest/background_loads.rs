@@ -166,6 +166,28 @@ pub struct LoadEnv {
     pub dbench_loadfile: Option<Loadfile>,
 }
 
+impl LoadEnv {
+    /// A small environment in `dir` for trying loads on the host: 1 MiB
+    /// files, trees and files under `dir` (not prepared), one dbench
+    /// client and no loadfile.
+    pub fn small(dir: &Path, ring_procs: u32, applet_exe: PathBuf) -> LoadEnv {
+        LoadEnv {
+            dir: dir.to_path_buf(),
+            ring_procs,
+            applet_exe,
+            file_bytes: MIB,
+            mem_bytes: MIB,
+            max_oom_kills: 0,
+            tar_source: dir.join("src"),
+            tar_archive: dir.join("a.tar"),
+            read_file: dir.join("read"),
+            list_root: dir.to_path_buf(),
+            dbench_clients: 1,
+            dbench_loadfile: None,
+        }
+    }
+}
+
 fn io(load: &'static str, what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> LoadBodyError {
     let path = path.to_path_buf();
     move |source| LoadBodyError::Io { load, what, path, source }

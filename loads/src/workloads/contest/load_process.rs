@@ -332,20 +332,7 @@ mod tests {
     use crate::workloads::contest::background_loads::LoadEnv;
 
     fn env(dir: &std::path::Path) -> LoadEnv {
-        LoadEnv {
-            dir: dir.to_path_buf(),
-            ring_procs: 2,
-            applet_exe: std::path::PathBuf::from(crate::applet_argv::SELF_EXE),
-            file_bytes: 1 << 20,
-            mem_bytes: 1 << 20,
-            max_oom_kills: 0,
-            tar_source: dir.join("src"),
-            tar_archive: dir.join("a.tar"),
-            read_file: dir.join("read"),
-            list_root: dir.to_path_buf(),
-            dbench_clients: 1,
-            dbench_loadfile: Some(crate::workloads::nbench::builtin_loadfile::builtin().unwrap()),
-        }
+        LoadEnv::small(dir, 2, std::path::PathBuf::from(crate::applet_argv::SELF_EXE))
     }
 
     /// contest's Loads and LCPU% are the build's window only: a load that
