@@ -64,8 +64,17 @@ pub const NAMES: &[&str] = &["fork", "dbench", "tbench", "kbuild", "sdet", "hack
 ///   `fcntl` calls; Deltree removes files and leaves directories (was
 ///   everything). Loadfiles may no longer reach outside the client's own
 ///   directory.
+/// - dbench 3, tbench 3: each client does per line what dbench 4.0's
+///   `child.c` does around the operation: it reads the line from the
+///   loadfile's text again on every pass (4 KiB reads, parsed as they
+///   come; was: parsed once before the run) and checks the driver with
+///   `kill(parent, 0)`; latency runs from the start of the operation (was:
+///   from the end of the previous one). dbench's ReadX and WriteX each
+///   allocate a buffer of their size and free it (`malloc`, `calloc`; was:
+///   one buffer for the whole run).
+/// - contest 4: dbench_load's clients are dbench 3's.
 pub const VERSIONS: [(&str, u32); 7] =
-    [("fork", 1), ("dbench", 2), ("tbench", 2), ("kbuild", 1), ("sdet", 1), ("hackbench", 2), ("contest", 3)];
+    [("fork", 1), ("dbench", 3), ("tbench", 3), ("kbuild", 1), ("sdet", 1), ("hackbench", 2), ("contest", 4)];
 
 /// The version this build runs of workload `name`, if it is one.
 pub fn version(name: &str) -> Option<u32> {

@@ -475,10 +475,9 @@ fn dbench(env: &LoadEnv, page: &SharedPage) -> Result<(), LoadBodyError> {
     let lf = env.dbench_loadfile.as_ref().ok_or(LoadBodyError::NoLoadfile)?;
     let dir = env.dir.join("dbench_load");
     std::fs::create_dir_all(&dir).map_err(io(L, "create", &dir))?;
-    let max_io = lf.max_io_size();
     let phases = Phases { warmup: Duration::ZERO, measure: DBENCH_LOAD_BOUND };
     run_clients(env.dbench_clients, phases, lf, |id| {
-        FsClient::open(&dir, id, max_io).map(|client| CountedClient { client, page })
+        FsClient::open(&dir, id).map(|client| CountedClient { client, page })
     })
     .map_err(LoadBodyError::Dbench)?;
     Ok(())

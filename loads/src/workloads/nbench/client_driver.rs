@@ -7,21 +7,26 @@
 //! Timing is dbench's: the clients share one start time on
 //! CLOCK_MONOTONIC; an operation counts in the phase in which it
 //! completes; throughput is the bytes of ReadX and WriteX completed in the
-//! timed phase over its length; latency is the time from the end of the
-//! previous operation to the end of this one (dbench measures from the
-//! start of the line). Clients stop at the end of the timed phase, even in
-//! the middle of a pass.
+//! timed phase over its length; latency is the time from the start of the
+//! operation to its end. Clients stop at the end of the timed phase, even
+//! in the middle of a pass.
+//!
+//! Each client does per line what dbench's `child.c` does around the
+//! operation: it reads and parses the line from the loadfile's text (read
+//! again on every pass, see `LineReader`) and checks that the driver is
+//! alive with `kill(parent, 0)`. That work is part of what dbench's
+//! throughput measures, so ours measures it too.
 //!
 //! The parent sleeps in `poll` on the clients' report pipes while they
 //! run, reaps every client, and kills all of them when one fails, so a
 //! failure never leaves a process behind.
 
-use super::loadfile::{Line, Loadfile, Op, OpKind};
+use super::loadfile::{Line, LineReader, Loadfile, Op, OpKind};
 use crate::reap::{self, Usage};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::signal::Signal;
+use nix::sys::signal::{kill, Signal};
 use nix::time::{clock_gettime, ClockId};
-use nix::unistd::{fork, pipe2, ForkResult, Pid};
+use nix::unistd::{fork, getppid, pipe2, ForkResult, Pid};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -235,18 +240,37 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// The client loop: passes over the loadfile until the end of the timed
-/// phase.
-fn replay<R: Replayer>(r: &mut R, id: u32, lf: &Loadfile, start: u64, phases: Phases) -> ClientReport {
+/// phase. Each line costs what it costs in dbench's client: the line is
+/// read and parsed from the text, the driver is checked for with
+/// `kill(parent, 0)`, then the operation runs, timed from its start.
+fn replay<R: Replayer>(r: &mut R, id: u32, text: &mut LineReader, start: u64, phases: Phases) -> ClientReport {
     let warm_end = start.saturating_add(phases.warmup.as_nanos() as u64);
     let end = warm_end.saturating_add(phases.measure.as_nanos() as u64);
     let mut rep = ClientReport { id, ops: vec![OpStat::default(); OpKind::COUNT], ..Default::default() };
+    let driver = getppid();
     let mut now = now_ns();
     'passes: while now < end {
         rep.passes += 1;
         r.new_pass();
+        if let Err(e) = text.rewind() {
+            rep.error = Some(error_chain(&e));
+            break;
+        }
         let pass_start = now;
-        for line in &lf.lines {
+        loop {
             if r.stopped() {
+                break 'passes;
+            }
+            let line = match text.next_line() {
+                Ok(Some(line)) => line,
+                Ok(None) => break,
+                Err(e) => {
+                    rep.error = Some(error_chain(&e));
+                    break 'passes;
+                }
+            };
+            if kill(driver, None).is_err() {
+                rep.error = Some(format!("the driver (pid {driver}) is gone"));
                 break 'passes;
             }
             if let Some(at) = line.at_s {
@@ -262,15 +286,15 @@ fn replay<R: Replayer>(r: &mut R, id: u32, lf: &Loadfile, start: u64, phases: Ph
                 std::thread::sleep(Duration::from_nanos(until.saturating_sub(now)));
                 now = now_ns();
             } else if r.carries_out(&line.op) {
-                let t0 = now;
-                if let Err(e) = r.execute(line) {
+                let t0 = now_ns();
+                if let Err(e) = r.execute(&line) {
                     rep.error = Some(error_chain(&e));
                     break 'passes;
                 }
                 now = now_ns();
                 if now >= warm_end && now < end {
                     if let Some(s) = rep.ops.get_mut(line.op.kind().index()) {
-                        s.add(now - t0);
+                        s.add(now.saturating_sub(t0));
                     }
                     rep.bytes += r.payload_bytes(&line.op);
                     rep.lines += 1;
@@ -294,17 +318,22 @@ where
 {
     // A client must not outlive the driver.
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
-    let code = match setup(id) {
-        Err(e) => {
-            let _ = report.write_all(format!("E{}", error_chain(&e)).as_bytes());
+    // Set up as dbench does before its loop: the replayer, then the
+    // loadfile opened for reading pass after pass.
+    let ready = setup(id)
+        .map_err(|e| error_chain(&e))
+        .and_then(|r| LineReader::open(lf).map(|text| (r, text)).map_err(|e| error_chain(&e)));
+    let code = match ready {
+        Err(message) => {
+            let _ = report.write_all(format!("E{message}").as_bytes());
             2
         }
-        Ok(mut r) => {
+        Ok((mut r, mut text)) => {
             let mut start = [0u8; 8];
             if report.write_all(b"R").is_err() || ctl.read_exact(&mut start).is_err() {
                 3
             } else {
-                let rep = replay(&mut r, id, lf, u64::from_be_bytes(start), phases);
+                let rep = replay(&mut r, id, &mut text, u64::from_be_bytes(start), phases);
                 let failed = rep.error.is_some();
                 drop(r);
                 match serde_json::to_vec(&rep) {
@@ -646,5 +675,71 @@ mod tests {
             run_clients(2, phases, &lf(), |id| if id == 1 { Err(FakeError(0)) } else { Ok(Fake { fail_at: None }) })
                 .unwrap_err();
         assert!(matches!(&e, DriverError::Setup { client: 1, .. }), "{e}");
+    }
+
+    /// Does nothing per line; slow to decide whether it carries a line out.
+    struct SlowToDecide;
+
+    impl Replayer for SlowToDecide {
+        type Error = FakeError;
+        fn execute(&mut self, _line: &Line) -> Result<(), FakeError> {
+            Ok(())
+        }
+        fn carries_out(&self, _op: &Op) -> bool {
+            std::thread::sleep(Duration::from_millis(2));
+            true
+        }
+    }
+
+    #[test]
+    fn latency_is_timed_from_the_start_of_the_operation() {
+        let phases = Phases { warmup: Duration::ZERO, measure: Duration::from_millis(200) };
+        let out = run_clients(1, phases, &lf(), |_| Ok::<_, FakeError>(SlowToDecide)).unwrap();
+        let read = out.ops()[OpKind::ReadX.index()];
+        assert!(read.count > 10, "{read:?}");
+        assert!(read.avg_ms() < 1.0, "the 2 ms before each operation is not its latency: {read:?}");
+    }
+
+    /// Stops before its third pass.
+    struct TwoPasses(u32);
+
+    impl Replayer for TwoPasses {
+        type Error = FakeError;
+        fn execute(&mut self, _line: &Line) -> Result<(), FakeError> {
+            Ok(())
+        }
+        fn new_pass(&mut self) {
+            self.0 += 1;
+        }
+        fn stopped(&self) -> bool {
+            self.0 > 2
+        }
+    }
+
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[test]
+    fn every_pass_reads_the_loadfile_again_and_every_line_checks_for_the_driver() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("client.txt");
+        std::fs::write(
+            &path,
+            b"ReadX 1 0 1000 1000 NT_STATUS_OK\nWriteX 1 0 500 500 NT_STATUS_OK\nClose 1 NT_STATUS_OK\n",
+        )
+        .unwrap();
+        let lf = Loadfile::read(&path).unwrap();
+        let mut text = LineReader::open(&lf).unwrap();
+        let phases = Phases { warmup: Duration::ZERO, measure: Duration::from_secs(60) };
+        let (rep, calls) = crate::workloads::nbench::seen_syscalls::seen_syscalls(|| {
+            replay(&mut TwoPasses(0), 0, &mut text, now_ns(), phases)
+        });
+        assert_eq!((rep.passes, rep.lines, rep.error.as_deref()), (3, 6, None), "{rep:?}");
+        let parent = getppid().as_raw() as u64;
+        let kills: Vec<_> = calls.iter().filter(|c| c.kind == "kill").collect();
+        assert_eq!(kills.len(), 6, "kill(parent, 0) before each line of two passes: {kills:?}");
+        assert!(kills.iter().all(|k| k.args[0] == parent && k.args[1] == 0), "{kills:?}");
+        let reads: Vec<_> = calls.iter().filter(|c| c.kind == "read").collect();
+        assert!(reads.len() >= 4, "each pass reads the text and then its end: {reads:?}");
+        assert!(reads.iter().all(|r| r.args[2] == 4096), "through a 4 KiB buffer, as stdio reads: {reads:?}");
+        assert_eq!(calls.iter().filter(|c| c.kind == "lseek").count(), 3, "a rewind before each pass");
     }
 }

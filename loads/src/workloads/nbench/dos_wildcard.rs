@@ -17,53 +17,101 @@ pub fn has_wildcards(s: &str) -> bool {
     s.contains(WILDCARDS)
 }
 
-fn same_char(a: char, b: char) -> bool {
-    a == b || a.to_lowercase().eq(b.to_lowercase())
+/// Longest ASCII name matched without allocating (a name component is at
+/// most 255 bytes on Linux).
+const ASCII_MAX: usize = 255;
+
+/// Whether the file name `name` matches the DOS pattern `pattern`. ASCII
+/// names (every name a loadfile makes) are matched on the stack, without
+/// allocating, so FIND_FIRST costs about what dbench's directory read
+/// costs; others are matched by Unicode characters.
+pub fn matches(pattern: &str, name: &str) -> bool {
+    if pattern.is_ascii() && name.is_ascii() && name.len() <= ASCII_MAX {
+        let mut rows = [[false; ASCII_MAX + 1]; 2];
+        let [next, cur] = &mut rows;
+        let width = name.len() + 1;
+        match (next.get_mut(..width), cur.get_mut(..width)) {
+            (Some(next), Some(cur)) => {
+                table(pattern.as_bytes(), name.as_bytes(), next, cur, |a, b| a.eq_ignore_ascii_case(&b))
+            }
+            _ => false,
+        }
+    } else {
+        let p: Vec<char> = pattern.chars().collect();
+        let n: Vec<char> = name.chars().collect();
+        let (mut next, mut cur) = (vec![false; n.len() + 1], vec![false; n.len() + 1]);
+        table(&p, &n, &mut next, &mut cur, |a, b| a == b || a.to_lowercase().eq(b.to_lowercase()))
+    }
 }
 
-/// Whether the file name `name` matches the DOS pattern `pattern`.
-pub fn matches(pattern: &str, name: &str) -> bool {
-    let p: Vec<char> = pattern.chars().collect();
-    let n: Vec<char> = name.chars().collect();
-    let last_dot = n.iter().rposition(|&c| c == '.');
-    // ok[j] after processing pattern position i: can p[i..] match n[j..]?
+/// A pattern or name element: a byte of ASCII text or a character.
+trait Symbol: Copy + PartialEq {
+    fn is(self, c: char) -> bool;
+}
+
+impl Symbol for u8 {
+    fn is(self, c: char) -> bool {
+        char::from(self) == c
+    }
+}
+
+impl Symbol for char {
+    fn is(self, c: char) -> bool {
+        self == c
+    }
+}
+
+/// The matching table over `p` and `n`, with rows of `n.len() + 1`
+/// entries supplied by the caller.
+fn table<T: Symbol>(p: &[T], n: &[T], next: &mut [bool], cur: &mut [bool], same: impl Fn(T, T) -> bool) -> bool {
+    let last_dot = n.iter().rposition(|c| c.is('.'));
+    // next[j] after processing pattern position i: can p[i..] match n[j..]?
     // Filled from the end of the pattern backwards (dynamic programming
     // instead of Samba's backtracking, so no pattern is exponential).
     let width = n.len() + 1;
-    let mut next = vec![false; width];
+    next.fill(false);
     if let Some(end) = next.last_mut() {
         *end = true;
     }
+    let (mut next, mut cur) = (next, cur);
     for &pc in p.iter().rev() {
-        let mut cur = vec![false; width];
+        // `cur[j]` is written from the end down, so `cur[j + 1]` is always
+        // this row's before it is read.
         for j in (0..width).rev() {
             let at = n.get(j).copied();
             let after = |k: usize| next.get(k).copied().unwrap_or(false);
-            cur[j] = match pc {
-                '*' => after(j) || cur.get(j + 1).copied().unwrap_or(false),
-                '?' => at.is_some() && after(j + 1),
-                '<' => match last_dot {
+            let here_on = cur.get(j + 1).copied().unwrap_or(false);
+            let v = if pc.is('*') {
+                after(j) || here_on
+            } else if pc.is('?') {
+                at.is_some() && after(j + 1)
+            } else if pc.is('<') {
+                match last_dot {
                     // Up to and including the last dot, never beyond it.
-                    Some(d) if j <= d => {
-                        after(j) || (j < d && cur.get(j + 1).copied().unwrap_or(false)) || (j == d && after(d + 1))
-                    }
+                    Some(d) if j <= d => after(j) || (j < d && here_on) || (j == d && after(d + 1)),
                     // Past the last dot, or no dot at all: like `*`.
-                    _ => after(j) || cur.get(j + 1).copied().unwrap_or(false),
-                },
-                '>' => match at {
+                    _ => after(j) || here_on,
+                }
+            } else if pc.is('>') {
+                match at {
                     None => after(j),
-                    Some('.') => after(j) || (j + 1 == n.len() && after(j + 1)),
+                    Some(c) if c.is('.') => after(j) || (j + 1 == n.len() && after(j + 1)),
                     Some(_) => after(j + 1),
-                },
-                '"' => match at {
+                }
+            } else if pc.is('"') {
+                match at {
                     None => after(j),
-                    Some('.') => after(j + 1),
+                    Some(c) if c.is('.') => after(j + 1),
                     Some(_) => false,
-                },
-                lit => at.is_some_and(|c| same_char(c, lit)) && after(j + 1),
+                }
+            } else {
+                at.is_some_and(|c| same(c, pc)) && after(j + 1)
             };
+            if let Some(slot) = cur.get_mut(j) {
+                *slot = v;
+            }
         }
-        next = cur;
+        std::mem::swap(&mut next, &mut cur);
     }
     next.first().copied().unwrap_or(false)
 }
@@ -116,6 +164,37 @@ mod tests {
     fn non_ascii_names_match_case_insensitively() {
         assert!(matches("ÉTÉ.*", "été.txt"));
         assert!(matches("?t?.txt", "été.txt"));
+    }
+
+    #[test]
+    fn ascii_names_match_as_the_character_table_matches_them() {
+        // Every pattern of up to 4 symbols over a small alphabet against
+        // every name of up to 4 bytes: the stack path must agree with the
+        // general one.
+        let pattern_symbols = ['a', 'B', '.', '*', '?', '<', '>', '"'];
+        let name_symbols = ['a', 'b', 'A', '.'];
+        let all = |symbols: &[char], max: usize| {
+            let mut out = vec![String::new()];
+            let mut last = vec![String::new()];
+            for _ in 0..max {
+                last = last.iter().flat_map(|s| symbols.iter().map(move |c| format!("{s}{c}"))).collect();
+                out.extend(last.iter().cloned());
+            }
+            out
+        };
+        let (patterns, names) = (all(&pattern_symbols, 4), all(&name_symbols, 4));
+        let mut checked = 0;
+        for p in &patterns {
+            let pc: Vec<char> = p.chars().collect();
+            for n in &names {
+                let nc: Vec<char> = n.chars().collect();
+                let (mut next, mut cur) = (vec![false; nc.len() + 1], vec![false; nc.len() + 1]);
+                let general = table(&pc, &nc, &mut next, &mut cur, |a, b| a.to_lowercase().eq(b.to_lowercase()));
+                assert_eq!(matches(p, n), general, "pattern {p:?} name {n:?}");
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, patterns.len() * names.len());
     }
 
     #[test]

@@ -75,7 +75,7 @@ use nix::unistd::{unlinkat, UnlinkatFlags};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::fs::File;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -210,7 +210,6 @@ pub struct FsClient {
     handles: HashMap<Handle, OpenFile>,
     path_a: Vec<u8>,
     path_b: Vec<u8>,
-    buf: Vec<u8>,
     /// Directories a Deltree left standing that no line has made again
     /// since (paths as rendered).
     left_by_deltree: HashSet<Vec<u8>>,
@@ -232,6 +231,22 @@ fn outcome_text<T>(r: &Result<T, Errno>) -> String {
     }
 }
 
+/// `pread` into a buffer of `size` bytes allocated for this call and
+/// freed after it, uninitialised, as dbench's `malloc(size)` and `free`.
+fn pread_fresh(file: &File, size: usize, offset: u64) -> Result<usize, Errno> {
+    let mut buf: Vec<u8> = Vec::with_capacity(size);
+    let offset = libc::off_t::try_from(offset).map_err(|_| Errno::EINVAL)?;
+    // SAFETY: the pointer and length are the vector's own allocation of
+    // `size` bytes, which pread only writes into; the bytes are never read.
+    let n = unsafe { libc::pread(file.as_raw_fd(), buf.spare_capacity_mut().as_mut_ptr().cast(), size, offset) };
+    drop(buf);
+    if n < 0 {
+        Err(Errno::last())
+    } else {
+        Ok(n as usize)
+    }
+}
+
 fn file_type(mode: libc::mode_t) -> libc::mode_t {
     mode & SFlag::S_IFMT.bits()
 }
@@ -249,8 +264,8 @@ impl FsClient {
     /// all clients) for client `id` (named `client<id>`, as dbench 4.0
     /// numbers them), and removes the client's own directory
     /// `clients/client<id>` entirely, without following links, so no
-    /// earlier content (or link) survives. `max_io` sizes the I/O buffer.
-    pub fn open(root: &Path, id: u32, max_io: usize) -> Result<FsClient, FsClientError> {
+    /// earlier content (or link) survives.
+    pub fn open(root: &Path, id: u32) -> Result<FsClient, FsClientError> {
         let setup = |source| FsClientError::Setup { path: root.to_path_buf(), source };
         let meta = std::fs::symlink_metadata(root).map_err(setup)?;
         if !meta.is_dir() {
@@ -286,7 +301,6 @@ impl FsClient {
             handles: HashMap::new(),
             path_a: Vec::with_capacity(256),
             path_b: Vec::with_capacity(256),
-            buf: vec![0u8; max_io],
             left_by_deltree: HashSet::new(),
             find_count_mismatches: 0,
             read_size_mismatches: 0,
@@ -526,8 +540,11 @@ impl FsClient {
                     op,
                     handle: *handle,
                 })?;
-                let data = self.buf.get(..*size as usize).unwrap_or(&self.buf);
-                let r = f.file.write_at(data, *offset).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)));
+                // A zeroed buffer of the operation's size per call, as
+                // dbench's `calloc(size, 1)` and `free`.
+                let data = vec![0u8; *size as usize];
+                let r = f.file.write_at(&data, *offset).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)));
+                drop(data);
                 if let Some(n) = Self::check(line, op, &HandleTarget(*handle), r)? {
                     if n != *ret_size as usize {
                         return Err(FsClientError::ShortWrite {
@@ -546,9 +563,7 @@ impl FsClient {
                     op,
                     handle: *handle,
                 })?;
-                let len = (*size as usize).min(self.buf.len());
-                let data = self.buf.get_mut(..len).unwrap_or_default();
-                let r = f.file.read_at(data, *offset).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)));
+                let r = pread_fresh(&f.file, *size as usize, *offset);
                 if let Some(n) = Self::check(line, op, &HandleTarget(*handle), r)? {
                     if n != *ret_size as usize {
                         self.read_size_mismatches += 1;
@@ -692,7 +707,9 @@ impl FsClient {
             let mut matched = 0usize;
             for _ in 0..max_count {
                 match d.next_entry()? {
-                    Some(e) if dos_wildcard::matches(mask, &String::from_utf8_lossy(e.name)) => matched += 1,
+                    Some(e) if std::str::from_utf8(e.name).is_ok_and(|n| dos_wildcard::matches(mask, n)) => {
+                        matched += 1
+                    }
                     Some(_) => {}
                     None => break,
                 }
@@ -731,7 +748,5 @@ impl super::client_driver::Replayer for FsClient {
 }
 
 mod dir_stream;
-#[cfg(all(test, any(target_arch = "x86_64", target_arch = "aarch64")))]
-mod seen_syscalls;
 #[cfg(test)]
 mod tests;

@@ -29,18 +29,21 @@
 //!   has the exact rule.
 //!
 //! Layout: `paths` (SMB paths and their containment), `operations` (the
-//! typed operations and the parsed loadfile) and `syntax` (the text format
-//! and its errors), each using only the ones before it.
+//! typed operations and the parsed loadfile), `syntax` (the text format
+//! and its errors) and `line_reader` (a client's pass-by-pass reading of
+//! the text, as dbench reads it), each using only the ones before it.
 
+mod line_reader;
 mod operations;
 mod paths;
 mod syntax;
 #[cfg(test)]
 mod tests;
 
+pub use line_reader::LineReader;
 pub use operations::{
-    Handle, Line, Loadfile, NtStatus, Op, OpKind, FILE_CREATE, FILE_DIRECTORY_FILE, FILE_NON_DIRECTORY_FILE, FILE_OPEN,
-    FILE_OPEN_IF, FILE_OVERWRITE, FILE_OVERWRITE_IF, FILE_SUPERSEDE,
+    Handle, Line, Loadfile, NtStatus, Op, OpKind, Origin, FILE_CREATE, FILE_DIRECTORY_FILE, FILE_NON_DIRECTORY_FILE,
+    FILE_OPEN, FILE_OPEN_IF, FILE_OVERWRITE, FILE_OVERWRITE_IF, FILE_SUPERSEDE,
 };
 pub use paths::{PathProblem, SmbPath, CLIENTS_DIR, CLIENT_PLACEHOLDER};
 pub use syntax::{c_integer, LoadfileError, MAX_IO_SIZE};

@@ -12,4 +12,6 @@ pub mod fs_client;
 pub mod loadfile;
 pub mod params;
 pub mod results;
+#[cfg(all(test, any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub mod seen_syscalls;
 pub mod tcp_wire;

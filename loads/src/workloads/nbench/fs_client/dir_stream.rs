@@ -39,22 +39,34 @@ impl DirStream {
         let fd = openat(dir, path, flags, Mode::empty())?;
         // glibc's opendir checks that it opened a directory.
         fstat(&fd)?;
-        Ok(DirStream { fd, buf: vec![0; BUFFER], pos: 0, len: 0 })
+        // Uninitialised, as glibc's `malloc` of it: zeroing 32 KiB per
+        // directory would be work dbench does not do.
+        Ok(DirStream { fd, buf: Vec::with_capacity(BUFFER), pos: 0, len: 0 })
     }
 
     /// The next entry (`.` and `..` included), or `None` at the end.
     pub(super) fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Errno> {
         if self.pos >= self.len {
-            // SAFETY: the kernel writes at most `buf.len()` bytes into the
-            // buffer, which lives across the call.
+            self.buf.clear();
+            let room = self.buf.capacity();
+            // SAFETY: the kernel writes at most `room` bytes into the
+            // vector's allocation, which lives across the call.
             let n = unsafe {
-                libc::syscall(libc::SYS_getdents64, self.fd.as_raw_fd(), self.buf.as_mut_ptr(), self.buf.len())
+                libc::syscall(
+                    libc::SYS_getdents64,
+                    self.fd.as_raw_fd(),
+                    self.buf.spare_capacity_mut().as_mut_ptr(),
+                    room,
+                )
             };
             if n < 0 {
                 return Err(Errno::last());
             }
+            let n = usize::try_from(n).unwrap_or(0).min(room);
+            // SAFETY: the kernel initialised the first `n` bytes.
+            unsafe { self.buf.set_len(n) };
             self.pos = 0;
-            self.len = usize::try_from(n).unwrap_or(0).min(self.buf.len());
+            self.len = n;
             if self.len == 0 {
                 return Ok(None);
             }

@@ -6,7 +6,7 @@ use super::*;
 
 fn run(dir: &Path, text: &str) -> Result<FsClient, FsClientError> {
     let lf = Loadfile::parse("t", text.as_bytes()).unwrap();
-    let mut c = FsClient::open(dir, 0, lf.max_io_size())?;
+    let mut c = FsClient::open(dir, 0)?;
     for l in &lf.lines {
         c.execute(l)?;
     }
@@ -102,7 +102,7 @@ fn symbolic_links_are_refused_not_followed() {
     // A link planted in the client's directory before the run is
     // removed, not followed, when the client starts.
     std::os::unix::fs::symlink(outside.path(), root.join("clients/client0/out")).unwrap();
-    let mut c = FsClient::open(&root, 0, 16).unwrap();
+    let mut c = FsClient::open(&root, 0).unwrap();
     assert!(!root.join("clients/client0").exists());
     assert!(outside.path().join("secret").exists());
     // A link that appears during the run is refused at the line using it.
@@ -125,7 +125,7 @@ fn symbolic_links_are_refused_not_followed() {
     std::fs::create_dir_all(outside.path().join("client0")).unwrap();
     std::fs::create_dir_all(&root2).unwrap();
     std::os::unix::fs::symlink(outside.path(), root2.join("clients")).unwrap();
-    let e = FsClient::open(&root2, 0, 16).err().unwrap();
+    let e = FsClient::open(&root2, 0).err().unwrap();
     assert!(matches!(e, FsClientError::Setup { .. }), "{e}");
     assert!(outside.path().join("client0").is_dir());
 }
@@ -138,7 +138,7 @@ fn deltree_never_follows_links_out() {
     std::fs::create_dir(outside.path().join("dir")).unwrap();
     std::fs::write(outside.path().join("dir/file"), b"keep").unwrap();
     let root = tmp.path();
-    let mut c = FsClient::open(root, 0, 16).unwrap();
+    let mut c = FsClient::open(root, 0).unwrap();
     std::fs::create_dir_all(root.join("clients/client0/sub")).unwrap();
     std::os::unix::fs::symlink(outside.path(), root.join("clients/client0/sub/out")).unwrap();
     std::os::unix::fs::symlink(outside.path().join("dir"), root.join("clients/client0/dirlink")).unwrap();
@@ -162,7 +162,7 @@ fn deltree_never_follows_links_out() {
 fn deltree_removes_files_and_leaves_directories_as_dbench_does() {
     let tmp = tempfile::tempdir().unwrap();
     let own = tmp.path().join("clients/client0");
-    let mut c = FsClient::open(tmp.path(), 0, 16).unwrap();
+    let mut c = FsClient::open(tmp.path(), 0).unwrap();
     std::fs::create_dir_all(own.join("a/b/c")).unwrap();
     for f in ["f", "a/g", "a/b/h", "a/b/c/i"] {
         std::fs::write(own.join(f), b"x").unwrap();
@@ -303,7 +303,7 @@ SET_FILE_INFORMATION 1 1004 NT_STATUS_OK
 "#,
     )
     .unwrap();
-    let mut c = FsClient::open(tmp.path(), 0, 16).unwrap();
+    let mut c = FsClient::open(tmp.path(), 0).unwrap();
     for l in &lf.lines[..4] {
         c.execute(l).unwrap();
     }
@@ -327,7 +327,7 @@ fn query_fs_information_asks_about_the_replay_directory_by_its_path() {
     let root = tmp.path().join("root");
     std::fs::create_dir(&root).unwrap();
     let lf = Loadfile::parse("t", b"QUERY_FS_INFORMATION 259 NT_STATUS_OK\n").unwrap();
-    let mut c = FsClient::open(&root, 0, 16).unwrap();
+    let mut c = FsClient::open(&root, 0).unwrap();
     c.execute(&lf.lines[0]).unwrap();
     // dbench calls statvfs(directory): a path walk, which fails once the
     // path is gone (a descriptor's fstatvfs would not).
@@ -362,7 +362,7 @@ fn a_client_stays_in_its_directory() {
     // Setup, fillers, the WORD directory and its first documents.
     let slice: String = text.lines().take(2_000).flat_map(|l| [l, "\n"]).collect();
     let lf = Loadfile::parse("slice", slice.as_bytes()).unwrap();
-    let mut c = FsClient::open(root, 0, lf.max_io_size()).unwrap();
+    let mut c = FsClient::open(root, 0).unwrap();
     for l in &lf.lines {
         c.execute(l).unwrap_or_else(|e| panic!("{e}"));
     }
@@ -389,7 +389,7 @@ fn client_txt_replays_twice_with_the_directories_deltree_leaves() {
     // On a tmpfs when there is one: client.txt flushes often.
     let shm = Path::new("/dev/shm");
     let tmp = if shm.is_dir() { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }.unwrap();
-    let mut c = FsClient::open(tmp.path(), 0, lf.max_io_size()).unwrap();
+    let mut c = FsClient::open(tmp.path(), 0).unwrap();
     for _pass in 0..2 {
         c.close_all();
         for l in &lf.lines {
@@ -409,12 +409,12 @@ fn client_txt_replays_twice_with_the_directories_deltree_leaves() {
 /// Each line's system calls, as the kernel saw them (consecutive
 /// `getdents` calls, which depend on libc's buffer, count as one).
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-fn calls_of(c: &mut FsClient, text: &str) -> Vec<(Vec<String>, Vec<super::seen_syscalls::Call>)> {
+fn calls_of(c: &mut FsClient, text: &str) -> Vec<(Vec<String>, Vec<crate::workloads::nbench::seen_syscalls::Call>)> {
     let lf = Loadfile::parse("t", text.as_bytes()).unwrap();
     lf.lines
         .iter()
         .map(|l| {
-            let (r, calls) = super::seen_syscalls::seen_syscalls(|| c.execute(l));
+            let (r, calls) = crate::workloads::nbench::seen_syscalls::seen_syscalls(|| c.execute(l));
             r.unwrap_or_else(|e| panic!("{e}"));
             let mut shown: Vec<String> = calls.iter().map(ToString::to_string).collect();
             shown.dedup_by(|a, b| a == "getdents" && b == "getdents");
@@ -429,7 +429,7 @@ fn each_operation_makes_dbench_4s_system_calls() {
     use std::os::fd::AsRawFd;
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
-    let mut c = FsClient::open(root, 0, 4096).unwrap();
+    let mut c = FsClient::open(root, 0).unwrap();
     let root_fd = c.root.as_raw_fd() as u64;
     calls_of(
         &mut c,
@@ -507,7 +507,7 @@ Unlink "\clients\client1\g" 0x6 NT_STATUS_OK
 #[test]
 fn deltree_makes_dbench_4s_system_calls() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut c = FsClient::open(tmp.path(), 0, 16).unwrap();
+    let mut c = FsClient::open(tmp.path(), 0).unwrap();
     let own = tmp.path().join("clients/client0");
     std::fs::create_dir_all(own.join("d/e")).unwrap();
     for f in ["f", "d/g", "d/e/h"] {

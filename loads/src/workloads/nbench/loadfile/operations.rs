@@ -420,6 +420,20 @@ pub struct Loadfile {
     pub sha256: String,
     /// The operations, in order.
     pub lines: Vec<Line>,
+    /// Where the text came from, so a client can read it again on each
+    /// pass, as dbench does.
+    pub origin: Origin,
+    /// Length of the text in bytes.
+    pub text_len: u64,
+}
+
+/// Where a loadfile's text lives.
+#[derive(Debug, Clone)]
+pub enum Origin {
+    /// A file, read again from its path.
+    File(std::path::PathBuf),
+    /// Text held in memory (the built-in loadfile).
+    Text(std::sync::Arc<[u8]>),
 }
 
 impl Loadfile {

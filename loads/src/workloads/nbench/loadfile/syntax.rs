@@ -3,7 +3,7 @@
 //! operations, every error naming the loadfile and the line. It must not
 //! depend on anything that replays a loadfile.
 
-use super::operations::{Line, Loadfile, NtStatus, Op, OpKind, FILE_OVERWRITE_IF};
+use super::operations::{Line, Loadfile, NtStatus, Op, OpKind, Origin, FILE_OVERWRITE_IF};
 use super::paths::{PathProblem, SmbPath};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -32,6 +32,16 @@ pub enum LoadfileError {
         name: String,
         /// Line number.
         line: u32,
+    },
+    /// A client read other text than was checked before the run.
+    #[error("loadfile {name} changed during the run: a pass read {read} bytes where {checked} were checked")]
+    Changed {
+        /// Loadfile name.
+        name: String,
+        /// Bytes the pass read.
+        read: u64,
+        /// Bytes checked before the run.
+        checked: u64,
     },
     /// The file has no operation at all.
     #[error("loadfile {name} has no operations")]
@@ -115,36 +125,71 @@ pub enum LoadfileError {
 }
 
 impl Loadfile {
-    /// Reads and parses the loadfile at `path`.
+    /// Reads and parses the loadfile at `path`; clients read it again
+    /// from there.
     pub fn read(path: &Path) -> Result<Loadfile, LoadfileError> {
         let bytes = std::fs::read(path).map_err(|source| LoadfileError::Read { path: path.to_path_buf(), source })?;
-        Loadfile::parse(&path.display().to_string(), &bytes)
+        Loadfile::parse_as(&path.display().to_string(), &bytes, Origin::File(path.to_path_buf()))
     }
 
-    /// Parses loadfile text; `name` is used in errors and results.
+    /// Parses loadfile text held in memory; `name` is used in errors and
+    /// results.
     pub fn parse(name: &str, bytes: &[u8]) -> Result<Loadfile, LoadfileError> {
+        Loadfile::parse_as(name, bytes, Origin::Text(bytes.into()))
+    }
+
+    fn parse_as(name: &str, bytes: &[u8], origin: Origin) -> Result<Loadfile, LoadfileError> {
         let sha256 = hex::encode(Sha256::digest(bytes));
         let mut lines = Vec::new();
         for (i, raw) in bytes.split(|&b| b == b'\n').enumerate() {
             let number = u32::try_from(i + 1).unwrap_or(u32::MAX);
-            let text = std::str::from_utf8(raw)
-                .map_err(|_| LoadfileError::NotText { name: name.to_string(), line: number })?;
-            if let Some(line) = parse_line(name, number, text)? {
+            if let Some(line) = parse_raw_line(name, number, raw)? {
                 lines.push(line);
             }
         }
         if lines.iter().all(|l| matches!(l.op, Op::Sleep { .. })) {
             return Err(LoadfileError::Empty { name: name.to_string() });
         }
-        Ok(Loadfile { name: name.to_string(), sha256, lines })
+        Ok(Loadfile { name: name.to_string(), sha256, lines, origin, text_len: bytes.len() as u64 })
+    }
+}
+
+/// Parses one line's bytes (without its newline); `None` for a blank or
+/// comment line.
+pub(super) fn parse_raw_line(name: &str, number: u32, raw: &[u8]) -> Result<Option<Line>, LoadfileError> {
+    let text = std::str::from_utf8(raw).map_err(|_| LoadfileError::NotText { name: name.to_string(), line: number })?;
+    parse_line(name, number, text)
+}
+
+/// Most fields a line may have: dbench reads at most 19; the longest
+/// operation takes 7 with a timestamp.
+const MAX_FIELDS: usize = 19;
+
+/// A line's fields, held on the stack (a client parses every line again
+/// on every pass, so this costs what dbench's fixed parameter buffers do).
+struct Fields<'a> {
+    all: [&'a str; MAX_FIELDS],
+    len: usize,
+}
+
+impl<'a> Fields<'a> {
+    fn push(&mut self, field: &'a str) -> Result<(), &'static str> {
+        let slot = self.all.get_mut(self.len).ok_or("more than 19 fields")?;
+        *slot = field;
+        self.len += 1;
+        Ok(())
+    }
+
+    fn as_slice(&self) -> &[&'a str] {
+        self.all.get(..self.len).unwrap_or_default()
     }
 }
 
 /// Splits a line into fields: whitespace-separated, and a field that starts
 /// with `"` runs to the next `"` that ends the field (followed by
 /// whitespace or the end), so a DOS_DOT wildcard `"` can sit inside it.
-fn fields(text: &str) -> Result<Vec<&str>, &'static str> {
-    let mut out = Vec::new();
+fn fields(text: &str) -> Result<Fields<'_>, &'static str> {
+    let mut out = Fields { all: [""; MAX_FIELDS], len: 0 };
     let mut rest = text.trim_start();
     while !rest.is_empty() {
         if let Some(body) = rest.strip_prefix('"') {
@@ -159,11 +204,11 @@ fn fields(text: &str) -> Result<Vec<&str>, &'static str> {
                 }
             }
             let end = end.ok_or("unterminated quoted field")?;
-            out.push(body.get(..end).unwrap_or(""));
+            out.push(body.get(..end).unwrap_or(""))?;
             rest = body.get(end + 1..).unwrap_or("").trim_start();
         } else {
             let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-            out.push(rest.get(..end).unwrap_or(""));
+            out.push(rest.get(..end).unwrap_or(""))?;
             rest = rest.get(end..).unwrap_or("").trim_start();
         }
     }
@@ -252,7 +297,8 @@ fn parse_line(name: &str, number: u32, text: &str) -> Result<Option<Line>, Loadf
         return Ok(None);
     }
     let p = LineParser { name, number, text };
-    let all = fields(text).map_err(|why| p.malformed(why))?;
+    let fields = fields(text).map_err(|why| p.malformed(why))?;
+    let all = fields.as_slice();
     let (at_s, f) = match all.first() {
         Some(first) if first.starts_with(|c: char| c.is_ascii_digit()) => {
             let t: f64 = first.parse().map_err(|_| p.malformed(format!("timestamp '{first}' is not a number")))?;
@@ -261,7 +307,7 @@ fn parse_line(name: &str, number: u32, text: &str) -> Result<Option<Line>, Loadf
             }
             (Some(t), all.get(1..).unwrap_or_default())
         }
-        _ => (None, all.as_slice()),
+        _ => (None, all),
     };
     let (Some(op_field), Some(status_field)) = (f.first(), f.last()) else {
         return Err(p.malformed("no operation"));

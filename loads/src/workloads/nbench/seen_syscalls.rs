@@ -45,6 +45,8 @@ const WATCHED: &[(libc::c_long, &str, Option<usize>)] = &[
     (libc::SYS_pread64, "pread64", None),
     (libc::SYS_pwrite64, "pwrite64", None),
     (libc::SYS_fsync, "fsync", None),
+    (libc::SYS_read, "read", None),
+    (libc::SYS_kill, "kill", None),
 ];
 #[cfg(target_arch = "aarch64")]
 const WATCHED: &[(libc::c_long, &str, Option<usize>)] = &[
@@ -66,6 +68,8 @@ const WATCHED: &[(libc::c_long, &str, Option<usize>)] = &[
     (libc::SYS_pread64, "pread64", None),
     (libc::SYS_pwrite64, "pwrite64", None),
     (libc::SYS_fsync, "fsync", None),
+    (libc::SYS_read, "read", None),
+    (libc::SYS_kill, "kill", None),
 ];
 
 /// One system call, as the kernel received it.
@@ -74,8 +78,8 @@ pub struct Call {
     /// What it does, whichever of its variants libc used: `stat` (by
     /// path), `fstat` (by descriptor), `open`, `statfs`, `fstatfs`,
     /// `utime` (by path), `futimens`, `mkdir`, `unlink`, `rmdir`,
-    /// `rename`, `getdents`, `lseek`, `fcntl`, `close`, `pread`, `pwrite`
-    /// or `fsync`.
+    /// `rename`, `getdents`, `lseek`, `fcntl`, `close`, `pread`, `pwrite`,
+    /// `fsync`, `read` or `kill`.
     pub kind: &'static str,
     /// The path argument, when it has one.
     pub path: Option<String>,
@@ -114,6 +118,8 @@ fn kind(name: &str, args: &[u64; 6], path: Option<&str>) -> &'static str {
         "close" => "close",
         "pread64" => "pread",
         "pwrite64" => "pwrite",
+        "read" => "read",
+        "kill" => "kill",
         _ => "fsync",
     }
 }
@@ -230,8 +236,11 @@ pub fn seen_syscalls<R: Send>(f: impl FnOnce() -> R + Send) -> (R, Vec<Call>) {
             tx.send(listener).expect("the supervisor waits for the listener");
             f()
         });
-        let out = worker.join().expect("the counted code panicked");
+        // The supervisor stops once told, even when the counted code
+        // panicked, so a failing test fails instead of hanging.
+        let out = worker.join();
         done.store(true, Ordering::SeqCst);
-        (out, supervisor.join().expect("the supervisor panicked"))
+        let calls = supervisor.join().expect("the supervisor panicked");
+        (out.expect("the counted code panicked"), calls)
     })
 }
