@@ -26,7 +26,7 @@ use crate::reap::{self, Usage};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, Signal};
 use nix::time::{clock_gettime, ClockId};
-use nix::unistd::{fork, getppid, pipe2, ForkResult, Pid};
+use nix::unistd::{fork, getpid, pipe2, ForkResult, Pid};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -243,11 +243,17 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// phase. Each line costs what it costs in dbench's client: the line is
 /// read and parsed from the text, the driver is checked for with
 /// `kill(parent, 0)`, then the operation runs, timed from its start.
-fn replay<R: Replayer>(r: &mut R, id: u32, text: &mut LineReader, start: u64, phases: Phases) -> ClientReport {
+fn replay<R: Replayer>(
+    r: &mut R,
+    id: u32,
+    text: &mut LineReader,
+    driver: Pid,
+    start: u64,
+    phases: Phases,
+) -> ClientReport {
     let warm_end = start.saturating_add(phases.warmup.as_nanos() as u64);
     let end = warm_end.saturating_add(phases.measure.as_nanos() as u64);
     let mut rep = ClientReport { id, ops: vec![OpStat::default(); OpKind::COUNT], ..Default::default() };
-    let driver = getppid();
     let mut now = now_ns();
     'passes: while now < end {
         rep.passes += 1;
@@ -257,20 +263,30 @@ fn replay<R: Replayer>(r: &mut R, id: u32, text: &mut LineReader, start: u64, ph
             break;
         }
         let pass_start = now;
+        let mut worked = false;
         loop {
             if r.stopped() {
                 break 'passes;
             }
             let line = match text.next_line() {
                 Ok(Some(line)) => line,
-                Ok(None) => break,
+                Ok(None) => {
+                    if !worked {
+                        // Nothing to time or sleep: another pass would
+                        // spin until the driver's grace runs out.
+                        rep.error = Some(format!("loadfile {}: a pass carried out no operation", text.name()));
+                        break 'passes;
+                    }
+                    now = now_ns();
+                    break;
+                }
                 Err(e) => {
                     rep.error = Some(error_chain(&e));
                     break 'passes;
                 }
             };
-            if kill(driver, None).is_err() {
-                rep.error = Some(format!("the driver (pid {driver}) is gone"));
+            if let Err(e) = kill(driver, None) {
+                rep.error = Some(format!("the driver (pid {driver}) is gone: kill(pid, 0) failed with {}", e.desc()));
                 break 'passes;
             }
             if let Some(at) = line.at_s {
@@ -282,10 +298,12 @@ fn replay<R: Replayer>(r: &mut R, id: u32, text: &mut LineReader, start: u64, ph
                 }
             }
             if let Op::Sleep { micros } = line.op {
+                worked = true;
                 let until = now.saturating_add(micros.saturating_mul(1000)).min(end);
                 std::thread::sleep(Duration::from_nanos(until.saturating_sub(now)));
                 now = now_ns();
             } else if r.carries_out(&line.op) {
+                worked = true;
                 let t0 = now_ns();
                 if let Err(e) = r.execute(&line) {
                     rep.error = Some(error_chain(&e));
@@ -310,7 +328,15 @@ fn replay<R: Replayer>(r: &mut R, id: u32, text: &mut LineReader, start: u64, ph
 }
 
 /// A client process's side. Never returns.
-fn client_main<R, E, F>(id: u32, lf: &Loadfile, phases: Phases, setup: &F, mut report: File, mut ctl: File) -> !
+fn client_main<R, E, F>(
+    id: u32,
+    driver: Pid,
+    lf: &Loadfile,
+    phases: Phases,
+    setup: &F,
+    mut report: File,
+    mut ctl: File,
+) -> !
 where
     R: Replayer,
     E: std::error::Error,
@@ -333,7 +359,7 @@ where
             if report.write_all(b"R").is_err() || ctl.read_exact(&mut start).is_err() {
                 3
             } else {
-                let rep = replay(&mut r, id, &mut text, u64::from_be_bytes(start), phases);
+                let rep = replay(&mut r, id, &mut text, driver, u64::from_be_bytes(start), phases);
                 let failed = rep.error.is_some();
                 drop(r);
                 match serde_json::to_vec(&rep) {
@@ -439,6 +465,9 @@ where
     F: Fn(u32) -> Result<R, E>,
 {
     let usage0 = reap::children();
+    // Each client checks for this process before each line, as dbench's
+    // children check for their parent.
+    let driver = getpid();
     let mut procs: Vec<ClientProc> = Vec::new();
     for id in 0..clients {
         let spawn = |what, source| DriverError::Spawn { client: id, what, source };
@@ -464,7 +493,7 @@ where
                 procs.clear();
                 drop(ctl_w);
                 drop(rep_r);
-                client_main(id, lf, phases, &setup, File::from(rep_w), File::from(ctl_r))
+                client_main(id, driver, lf, phases, &setup, File::from(rep_w), File::from(ctl_r))
             }
             Ok(ForkResult::Parent { child }) => {
                 drop(ctl_r);
@@ -559,6 +588,7 @@ fn drive(procs: &mut [ClientProc], phases: Phases, lf: &Loadfile) -> Result<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nix::unistd::getppid;
 
     /// A replayer that only sleeps a little per line, or fails at a line.
     struct Fake {
@@ -716,6 +746,16 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_pass_that_carries_out_nothing_fails_instead_of_spinning() {
+        let phases = Phases { warmup: Duration::ZERO, measure: Duration::from_secs(30) };
+        let only_close = Loadfile::parse("only-close", b"Close 1 NT_STATUS_OK\n").unwrap();
+        let t = std::time::Instant::now();
+        let e = run_clients(1, phases, &only_close, |_| Ok::<_, FakeError>(NoClose)).unwrap_err().to_string();
+        assert!(e.contains("only-close") && e.contains("carried out no operation"), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(10), "it failed at once");
+    }
+
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     #[test]
     fn every_pass_reads_the_loadfile_again_and_every_line_checks_for_the_driver() {
@@ -730,7 +770,7 @@ mod tests {
         let mut text = LineReader::open(&lf).unwrap();
         let phases = Phases { warmup: Duration::ZERO, measure: Duration::from_secs(60) };
         let (rep, calls) = crate::workloads::nbench::seen_syscalls::seen_syscalls(|| {
-            replay(&mut TwoPasses(0), 0, &mut text, now_ns(), phases)
+            replay(&mut TwoPasses(0), 0, &mut text, getppid(), now_ns(), phases)
         });
         assert_eq!((rep.passes, rep.lines, rep.error.as_deref()), (3, 6, None), "{rep:?}");
         let parent = getppid().as_raw() as u64;

@@ -239,11 +239,18 @@ fn pread_fresh(file: &File, size: usize, offset: u64) -> Result<usize, Errno> {
     // SAFETY: the pointer and length are the vector's own allocation of
     // `size` bytes, which pread only writes into; the bytes are never read.
     let n = unsafe { libc::pread(file.as_raw_fd(), buf.spare_capacity_mut().as_mut_ptr().cast(), size, offset) };
+    // errno before `free` can touch it.
+    let r = if n < 0 { Err(Errno::last()) } else { Ok(n as usize) };
     drop(buf);
-    if n < 0 {
-        Err(Errno::last())
-    } else {
-        Ok(n as usize)
+    r
+}
+
+/// Whether a directory entry's name matches a FIND_FIRST mask (a name that
+/// is not UTF-8 is matched as its lossy text).
+fn name_matches(mask: &str, name: &[u8]) -> bool {
+    match std::str::from_utf8(name) {
+        Ok(n) => dos_wildcard::matches(mask, n),
+        Err(_) => dos_wildcard::matches(mask, &String::from_utf8_lossy(name)),
     }
 }
 
@@ -707,9 +714,7 @@ impl FsClient {
             let mut matched = 0usize;
             for _ in 0..max_count {
                 match d.next_entry()? {
-                    Some(e) if std::str::from_utf8(e.name).is_ok_and(|n| dos_wildcard::matches(mask, n)) => {
-                        matched += 1
-                    }
+                    Some(e) if name_matches(mask, e.name) => matched += 1,
                     Some(_) => {}
                     None => break,
                 }

@@ -1,7 +1,8 @@
 //! NBENCH loadfiles: dbench's text format (one operation per line, SMB-style
 //! absolute paths, the expected NT status last) parsed into typed operations
-//! with normalised paths. Owns the syntax and path containment; it does no
-//! I/O on a work directory and knows nothing about timing or clients.
+//! with normalised paths. Owns the syntax, path containment and reading the
+//! text again pass after pass (`LineReader`, which a client uses); it does
+//! no I/O on a work directory and knows nothing about timing.
 //!
 //! The format is the one dbench 3/4 reads, e.g. Debian's
 //! `/usr/share/dbench/client.txt`:

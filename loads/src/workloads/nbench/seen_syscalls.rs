@@ -237,10 +237,16 @@ pub fn seen_syscalls<R: Send>(f: impl FnOnce() -> R + Send) -> (R, Vec<Call>) {
             f()
         });
         // The supervisor stops once told, even when the counted code
-        // panicked, so a failing test fails instead of hanging.
+        // panicked (or could not install the filter), so a failing test
+        // fails with its own message instead of hanging.
         let out = worker.join();
         done.store(true, Ordering::SeqCst);
-        let calls = supervisor.join().expect("the supervisor panicked");
-        (out.expect("the counted code panicked"), calls)
+        match out {
+            Ok(out) => (out, supervisor.join().expect("the supervisor panicked")),
+            Err(panic) => {
+                let _ = supervisor.join();
+                std::panic::resume_unwind(panic)
+            }
+        }
     })
 }

@@ -9,6 +9,7 @@
 use nix::errno::Errno;
 use nix::fcntl::{openat, OFlag};
 use nix::sys::stat::{fstat, Mode};
+use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 /// glibc's buffer for a directory on a filesystem with small blocks.
@@ -21,7 +22,10 @@ const NAME_AT: usize = 19;
 /// An open directory being read.
 pub(super) struct DirStream {
     fd: OwnedFd,
-    buf: Vec<u8>,
+    /// Uninitialised, as glibc's `malloc` of it (zeroing 32 KiB per
+    /// directory would be work dbench does not do); only the bytes the
+    /// kernel writes are ever read.
+    buf: Box<[MaybeUninit<u8>]>,
     pos: usize,
     len: usize,
 }
@@ -39,51 +43,67 @@ impl DirStream {
         let fd = openat(dir, path, flags, Mode::empty())?;
         // glibc's opendir checks that it opened a directory.
         fstat(&fd)?;
-        // Uninitialised, as glibc's `malloc` of it: zeroing 32 KiB per
-        // directory would be work dbench does not do.
-        Ok(DirStream { fd, buf: Vec::with_capacity(BUFFER), pos: 0, len: 0 })
+        Ok(DirStream { fd, buf: Box::new_uninit_slice(BUFFER), pos: 0, len: 0 })
+    }
+
+    /// The byte at `i` of the last `getdents64` result.
+    ///
+    /// # Safety
+    /// `i` must be a byte the kernel wrote: a record's fixed fields, or its
+    /// name and the NUL after it.
+    unsafe fn written(&self, i: usize) -> Option<u8> {
+        // SAFETY: the caller names a byte the kernel initialised.
+        self.buf.get(i).filter(|_| i < self.len).map(|b| unsafe { b.assume_init() })
     }
 
     /// The next entry (`.` and `..` included), or `None` at the end.
     pub(super) fn next_entry(&mut self) -> Result<Option<Entry<'_>>, Errno> {
         if self.pos >= self.len {
-            self.buf.clear();
-            let room = self.buf.capacity();
-            // SAFETY: the kernel writes at most `room` bytes into the
-            // vector's allocation, which lives across the call.
+            // SAFETY: the kernel writes at most `buf.len()` bytes into the
+            // buffer, which lives across the call.
             let n = unsafe {
-                libc::syscall(
-                    libc::SYS_getdents64,
-                    self.fd.as_raw_fd(),
-                    self.buf.spare_capacity_mut().as_mut_ptr(),
-                    room,
-                )
+                libc::syscall(libc::SYS_getdents64, self.fd.as_raw_fd(), self.buf.as_mut_ptr(), self.buf.len())
             };
             if n < 0 {
                 return Err(Errno::last());
             }
-            let n = usize::try_from(n).unwrap_or(0).min(room);
-            // SAFETY: the kernel initialised the first `n` bytes.
-            unsafe { self.buf.set_len(n) };
             self.pos = 0;
-            self.len = n;
+            self.len = usize::try_from(n).unwrap_or(0).min(self.buf.len());
             if self.len == 0 {
                 return Ok(None);
             }
         }
-        let record = self.buf.get(self.pos..self.len).unwrap_or_default();
-        let reclen = match record.get(RECLEN_AT..RECLEN_AT + 2) {
-            Some(&[a, b]) => usize::from(u16::from_ne_bytes([a, b])),
-            _ => 0,
+        let at = self.pos;
+        // SAFETY: a linux_dirent64's d_reclen and d_type are written for
+        // every record the kernel returns, and its name is written up to
+        // and including its NUL, which comes before the record's end.
+        let (reclen, d_type) = unsafe {
+            let lo = self.written(at + RECLEN_AT);
+            let hi = self.written(at + RECLEN_AT + 1);
+            let reclen = lo.zip(hi).map_or(0, |(a, b)| usize::from(u16::from_ne_bytes([a, b])));
+            (reclen, self.written(at + TYPE_AT))
         };
-        let Some(record) = record.get(..reclen).filter(|_| reclen > NAME_AT) else {
+        if reclen <= NAME_AT || at + reclen > self.len {
             // A record the kernel would never write: stop reading.
             self.pos = self.len;
             return Err(Errno::EIO);
-        };
+        }
+        let mut name_len = 0;
+        // SAFETY: as above; the scan stops at the name's NUL.
+        while unsafe { self.written(at + NAME_AT + name_len) }.is_some_and(|b| b != 0) {
+            name_len += 1;
+            if NAME_AT + name_len >= reclen {
+                self.pos = self.len;
+                return Err(Errno::EIO);
+            }
+        }
         self.pos += reclen;
-        let field = record.get(NAME_AT..).unwrap_or_default();
-        let name = field.split(|&b| b == 0).next().unwrap_or_default();
-        Ok(Some(Entry { name, d_type: record.get(TYPE_AT).copied().unwrap_or(libc::DT_UNKNOWN) }))
+        let name = match self.buf.get(at + NAME_AT..at + NAME_AT + name_len) {
+            // SAFETY: these bytes were each read above as written by the
+            // kernel; MaybeUninit<u8> has u8's layout.
+            Some(bytes) => unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<u8>(), bytes.len()) },
+            None => &[],
+        };
+        Ok(Some(Entry { name, d_type: d_type.unwrap_or(libc::DT_UNKNOWN) }))
     }
 }

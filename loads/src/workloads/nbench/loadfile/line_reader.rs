@@ -2,9 +2,11 @@
 //! it: the file is opened once, read through a 4 KiB buffer (stdio's
 //! `fgets` over `read(2)`), and each line is parsed as it comes, so the
 //! parsing and the reads are part of every pass's work, as they are of
-//! dbench's. The built-in loadfile is read from memory. A pass that reads
-//! another length than was checked before the run is an error: the file
-//! changed under the run.
+//! dbench's. The built-in loadfile is read from memory (no `read(2)`; it
+//! is not compared with Debian's dbench). The text was parsed and its
+//! sha256 checked before the run; a pass that reads another length, or a
+//! line that no longer parses, is an error naming the change. A change of
+//! the same length whose lines still parse is not detected.
 
 use super::operations::{Line, Loadfile, Origin};
 use super::syntax::{parse_raw_line, LoadfileError};
@@ -41,6 +43,11 @@ impl LineReader {
             Origin::Text(text) => Input::Text(Cursor::new(Arc::clone(text))),
         };
         Ok(LineReader { name: lf.name.clone(), input, raw: Vec::new(), number: 0, read: 0, checked: lf.text_len })
+    }
+
+    /// The loadfile's name.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// Goes back to the first line (dbench's `rewind`).
@@ -81,7 +88,10 @@ impl LineReader {
                 self.raw.pop();
             }
             self.number = self.number.saturating_add(1);
-            if let Some(line) = parse_raw_line(&self.name, self.number, &self.raw)? {
+            let parsed = parse_raw_line(&self.name, self.number, &self.raw).map_err(|e| {
+                LoadfileError::ChangedLine { name: self.name.clone(), line: self.number, source: Box::new(e) }
+            })?;
+            if let Some(line) = parsed {
                 return Ok(Some(line));
             }
         }
@@ -134,5 +144,17 @@ mod tests {
             }
         };
         assert!(e.contains("changed during the run") && e.contains(&path.display().to_string()), "{e}");
+        // The same length, but a line that no longer parses.
+        let broken: Vec<u8> = TEXT.iter().map(|&b| if b == b'R' { b'Q' } else { b }).collect();
+        std::fs::write(&path, &broken).unwrap();
+        r.rewind().unwrap();
+        let e = loop {
+            match r.next_line() {
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("a line that no longer parses was not reported"),
+                Err(e) => break e.to_string(),
+            }
+        };
+        assert!(e.contains("changed during the run: line 4 no longer parses"), "{e}");
     }
 }

@@ -43,6 +43,17 @@ pub enum LoadfileError {
         /// Bytes checked before the run.
         checked: u64,
     },
+    /// A client could not parse a line that parsed before the run.
+    #[error("loadfile {name} changed during the run: line {line} no longer parses as it did before the run")]
+    ChangedLine {
+        /// Loadfile name.
+        name: String,
+        /// Line number.
+        line: u32,
+        /// What is wrong with it now.
+        #[source]
+        source: Box<LoadfileError>,
+    },
     /// The file has no operation at all.
     #[error("loadfile {name} has no operations")]
     Empty {
@@ -170,14 +181,20 @@ const MAX_FIELDS: usize = 19;
 struct Fields<'a> {
     all: [&'a str; MAX_FIELDS],
     len: usize,
+    /// More fields followed than are kept; the line is refused once its
+    /// operation is known, so the error can name it.
+    overflow: bool,
 }
 
 impl<'a> Fields<'a> {
-    fn push(&mut self, field: &'a str) -> Result<(), &'static str> {
-        let slot = self.all.get_mut(self.len).ok_or("more than 19 fields")?;
-        *slot = field;
-        self.len += 1;
-        Ok(())
+    fn push(&mut self, field: &'a str) {
+        match self.all.get_mut(self.len) {
+            Some(slot) => {
+                *slot = field;
+                self.len += 1;
+            }
+            None => self.overflow = true,
+        }
     }
 
     fn as_slice(&self) -> &[&'a str] {
@@ -189,7 +206,7 @@ impl<'a> Fields<'a> {
 /// with `"` runs to the next `"` that ends the field (followed by
 /// whitespace or the end), so a DOS_DOT wildcard `"` can sit inside it.
 fn fields(text: &str) -> Result<Fields<'_>, &'static str> {
-    let mut out = Fields { all: [""; MAX_FIELDS], len: 0 };
+    let mut out = Fields { all: [""; MAX_FIELDS], len: 0, overflow: false };
     let mut rest = text.trim_start();
     while !rest.is_empty() {
         if let Some(body) = rest.strip_prefix('"') {
@@ -204,11 +221,11 @@ fn fields(text: &str) -> Result<Fields<'_>, &'static str> {
                 }
             }
             let end = end.ok_or("unterminated quoted field")?;
-            out.push(body.get(..end).unwrap_or(""))?;
+            out.push(body.get(..end).unwrap_or(""));
             rest = body.get(end + 1..).unwrap_or("").trim_start();
         } else {
             let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-            out.push(rest.get(..end).unwrap_or(""))?;
+            out.push(rest.get(..end).unwrap_or(""));
             rest = rest.get(end..).unwrap_or("").trim_start();
         }
     }
@@ -320,6 +337,9 @@ fn parse_line(name: &str, number: u32, text: &str) -> Result<Option<Line>, Loadf
         line: number,
         op: op_field.to_string(),
     })?;
+    if fields.overflow {
+        return Err(p.malformed(format!("{} has more than {MAX_FIELDS} fields", kind.loadfile_name())));
+    }
     if f.len() < 2 {
         return Err(p.malformed(format!("{} needs an NT status as its last field", kind.loadfile_name())));
     }

@@ -242,6 +242,17 @@ fn old_format_and_empty_files_are_refused() {
 }
 
 #[test]
+fn a_line_with_too_many_fields_is_refused_after_its_operation_is_known() {
+    let extra = " 0".repeat(25);
+    let e = parse(&format!("SMBopenX{extra}\n")).unwrap_err();
+    assert!(matches!(e, LoadfileError::OldFormat { line: 1, .. }), "{e}");
+    let e = parse(&format!("Close 1 NT_STATUS_OK\nFrobnicate{extra}\n")).unwrap_err();
+    assert!(matches!(e, LoadfileError::UnknownOp { line: 2, .. }), "{e}");
+    let e = parse(&format!("Close 1{extra} NT_STATUS_OK\n")).unwrap_err().to_string();
+    assert!(e.contains("line 1") && e.contains("Close has more than 19 fields"), "{e}");
+}
+
+#[test]
 fn a_quoted_field_may_hold_a_dos_dot() {
     let lf = parse("FIND_FIRST \"\\d\\a\"*\" 260 10 1 NT_STATUS_OK\n").unwrap();
     match &lf.lines[0].op {
