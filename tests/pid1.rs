@@ -144,17 +144,21 @@ fn alive_events_keep_a_long_workload_from_passing_for_a_silent_hang() {
     );
     // PID 1 wakes for each alive event and for nothing else while the
     // iteration runs: at most one wake-up per alive interval (the goal is
-    // at most one a second), plus the workload's start and end.
+    // at most one a second), plus the workload's start and end. A wake-up
+    // is a voluntary switch (PID 1 slept and was woken); an involuntary
+    // one is the workload preempting PID 1 while it was awake, which a
+    // slow or contended host makes more of without PID 1 waking more.
     let quiet = fork.quiet.clone().expect("no quiet observation");
-    let wakeups = quiet.pid1_voluntary_switches + quiet.pid1_involuntary_switches;
+    let wakeups = quiet.pid1_voluntary_switches;
+    let preempted = quiet.pid1_involuntary_switches;
     eprintln!(
-        "PID 1 woke {wakeups} times during a {elapsed:.1} s iteration with alive events every 5 s \
-         ({:.3} wake-ups/s, {alive} alive events)",
+        "PID 1 woke {wakeups} times (and was preempted {preempted} times) during a {elapsed:.1} s iteration \
+         with alive events every 5 s ({:.3} wake-ups/s, {alive} alive events)",
         wakeups as f64 / elapsed
     );
     assert!(
         wakeups as f64 <= elapsed / 5.0 + 3.0,
         "PID 1 woke {wakeups} times in a {elapsed} s iteration, more than its alive events ({alive})"
     );
-    assert!(wakeups as f64 <= elapsed, "more than one PID-1 wake-up per second");
+    assert!((wakeups + preempted) as f64 <= elapsed, "more than one PID-1 switch per second");
 }

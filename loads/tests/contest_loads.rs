@@ -56,7 +56,9 @@ fn every_load_works_stops_and_leaves_nothing() {
     let mut w = workloads::prepare(
         "contest",
         &params(serde_json::json!({
-            "rows": rows, "files": 16, "tar_files": 12, "lead_s": 0.5, "mem_bytes": 48u64 << 20,
+            // Enough files that the build's window (about 0.2 s) holds at
+            // least one unit of every load's work on a busy host.
+            "rows": rows, "files": 64, "tar_files": 12, "lead_s": 0.5, "mem_bytes": 48u64 << 20,
             "drop_caches": false, "dbench_clients": 2, "ring_procs": 4, "dir": d.path(),
         })),
         &ctx(d.path()),
@@ -82,7 +84,7 @@ fn every_load_works_stops_and_leaves_nothing() {
     }
     // CPU-bound loads have a CPU share (small on a busy host, never nil):
     // over the load's whole life, from its rusage. The build's window here
-    // is about 0.1 s, and /proc counts the window's CPU in 10 ms ticks, so
+    // is about 0.2 s, and /proc counts the window's CPU in 10 ms ticks, so
     // its LCPU% can read 0 for a load that ran; it is only bounded.
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     for r in ["process_load", "fork_load", "mem_load"] {
