@@ -110,6 +110,18 @@ mod tests {
         out
     }
 
+    /// Reads a pass from the start; its error, which there must be.
+    fn error_of_a_pass(r: &mut LineReader) -> String {
+        r.rewind().unwrap();
+        loop {
+            match r.next_line() {
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("the pass read to its end without an error"),
+                Err(e) => return e.to_string(),
+            }
+        }
+    }
+
     const TEXT: &[u8] =
         b"# a comment\nNTCreateX \"\\clients\\client1\\a\" 0x0 0x2 1 NT_STATUS_OK\n\nReadX 1 0 10 10 NT_STATUS_OK\nClose 1 NT_STATUS_OK";
 
@@ -135,26 +147,12 @@ mod tests {
         let mut longer = TEXT.to_vec();
         longer.extend_from_slice(b"\nClose 1 NT_STATUS_OK\n");
         std::fs::write(&path, &longer).unwrap();
-        r.rewind().unwrap();
-        let e = loop {
-            match r.next_line() {
-                Ok(Some(_)) => {}
-                Ok(None) => panic!("a changed file read to its end without an error"),
-                Err(e) => break e.to_string(),
-            }
-        };
+        let e = error_of_a_pass(&mut r);
         assert!(e.contains("changed during the run") && e.contains(&path.display().to_string()), "{e}");
         // The same length, but a line that no longer parses.
         let broken: Vec<u8> = TEXT.iter().map(|&b| if b == b'R' { b'Q' } else { b }).collect();
         std::fs::write(&path, &broken).unwrap();
-        r.rewind().unwrap();
-        let e = loop {
-            match r.next_line() {
-                Ok(Some(_)) => {}
-                Ok(None) => panic!("a line that no longer parses was not reported"),
-                Err(e) => break e.to_string(),
-            }
-        };
+        let e = error_of_a_pass(&mut r);
         assert!(e.contains("changed during the run: line 4 no longer parses"), "{e}");
     }
 }
