@@ -16,13 +16,15 @@
 //! - `workload` (the trait every workload implements), `suite`,
 //!   `provenance`, `quiet`, `system_counters`.
 //! - At the bottom: `schema`, `console_protocol`, `reap`, `measure`,
-//!   `applet_argv` (how to exec an applet), `error_chain`, `known_loadfiles`.
+//!   `applet_argv` (how to exec an applet), `error_chain`, `known_loadfiles`,
+//!   `fd_limit`.
 
 pub mod applet_argv;
 pub mod applets;
 pub mod compiler;
 pub mod console_protocol;
 pub mod error_chain;
+pub mod fd_limit;
 pub mod file_tools;
 pub mod kernel_build;
 pub mod known_loadfiles;

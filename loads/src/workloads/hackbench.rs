@@ -19,10 +19,10 @@
 //! call. Owns the task topology and its timing; must not run anything
 //! between wake-up and reaping.
 
+use crate::fd_limit::FdLimitError;
 use crate::reap::{self, Usage};
 use crate::schema::{Iteration, Metric};
 use crate::workload::{params_map, RunContext, Workload, WorkloadError};
-use nix::sys::resource::{getrlimit, setrlimit, Resource};
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use nix::unistd::{fork, ForkResult, Pid};
@@ -406,29 +406,11 @@ fn run_processes(p: &HackbenchParams, mode: Mode) -> Result<ModeStats, Hackbench
     })
 }
 
-/// Makes sure this process may hold `need` descriptors, raising the soft
-/// limit up to the hard one if needed.
+/// Makes sure this process may hold `need` descriptors.
 fn ensure_fds(mode: Mode, need: u64) -> Result<(), HackbenchError> {
-    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(|source| HackbenchError::Setup {
-        mode: mode.name(),
-        what: "getrlimit",
-        source,
-    })?;
-    // rlim_t is 32 bits wide on i686: compare in u64, set in rlim_t.
-    #[allow(clippy::useless_conversion)]
-    let (soft, hard) = (u64::from(soft), u64::from(hard));
-    if need <= soft {
-        return Ok(());
-    }
-    let raise = match libc::rlim_t::try_from(need) {
-        Ok(n) if need <= hard => n,
-        _ => return Err(HackbenchError::FdLimit { mode: mode.name(), need, limit: hard }),
-    };
-    let hard = libc::rlim_t::try_from(hard).unwrap_or(libc::rlim_t::MAX);
-    setrlimit(Resource::RLIMIT_NOFILE, raise, hard).map_err(|source| HackbenchError::Setup {
-        mode: mode.name(),
-        what: "setrlimit",
-        source,
+    crate::fd_limit::ensure(need).map_err(|e| match e {
+        FdLimitError::TooLow { need, limit } => HackbenchError::FdLimit { mode: mode.name(), need, limit },
+        FdLimitError::Call { what, source } => HackbenchError::Setup { mode: mode.name(), what, source },
     })
 }
 

@@ -37,6 +37,9 @@ use std::time::Duration;
 /// Extra time past the end of the timed phase before a silent client is
 /// declared hung.
 const GRACE: Duration = Duration::from_secs(60);
+/// Descriptors beyond the clients' pipes: what the process already has
+/// open, and what a client opens (its loadfile, directory, files).
+const FD_SLACK: u64 = 256;
 /// Longest a client may take to set up.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -133,6 +136,15 @@ pub enum DriverError {
     /// Waiting for the clients failed.
     #[error("waiting for the clients failed")]
     Wait(#[source] nix::Error),
+    /// This process may not hold the pipes of that many clients.
+    #[error("cannot run {clients} clients: each needs two descriptors held here")]
+    FdLimit {
+        /// Clients asked for.
+        clients: u32,
+        /// Why the limit could not be raised.
+        #[source]
+        source: crate::fd_limit::FdLimitError,
+    },
 }
 
 /// The two phases of an iteration.
@@ -464,6 +476,10 @@ where
     E: std::error::Error,
     F: Fn(u32) -> Result<R, E>,
 {
+    // The driver holds two pipe ends per client (and each client, while
+    // it is forked, those of the clients before it).
+    let need = u64::from(clients).saturating_mul(2).saturating_add(FD_SLACK);
+    crate::fd_limit::ensure(need).map_err(|source| DriverError::FdLimit { clients, source })?;
     let usage0 = reap::children();
     // Each client checks for this process before each line, as dbench's
     // children check for their parent.
@@ -743,6 +759,36 @@ mod tests {
         }
         fn stopped(&self) -> bool {
             self.0 > 2
+        }
+    }
+
+    #[test]
+    fn many_clients_get_the_descriptors_they_need() {
+        // In a child of its own, so the lowered limit touches no other test.
+        let (r, w) = nix::unistd::pipe().unwrap();
+        // SAFETY: the child runs this test's code and leaves with _exit.
+        match unsafe { fork() }.unwrap() {
+            ForkResult::Child => {
+                drop(r);
+                let hard = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap().1;
+                nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, 64, hard).unwrap();
+                let phases = Phases { warmup: Duration::ZERO, measure: Duration::from_millis(50) };
+                let out = run_clients(200, phases, &lf(), |_| Ok::<_, FakeError>(SevenBytes));
+                let text = match out {
+                    Ok(o) => format!("ok {}", o.clients.len()),
+                    Err(e) => format!("error {}", crate::error_chain::error_chain(&e)),
+                };
+                let _ = File::from(w).write_all(text.as_bytes());
+                // SAFETY: leaves without the harness's exit work.
+                unsafe { libc::_exit(0) }
+            }
+            ForkResult::Parent { child } => {
+                drop(w);
+                let mut text = String::new();
+                File::from(r).read_to_string(&mut text).unwrap();
+                nix::sys::wait::waitpid(child, None).unwrap();
+                assert_eq!(text, "ok 200", "200 clients under a soft limit of 64 descriptors");
+            }
         }
     }
 
