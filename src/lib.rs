@@ -13,6 +13,7 @@ pub mod kernel;
 pub mod local;
 pub mod nbench_compat;
 pub mod overhead;
+pub mod pack;
 pub mod report;
 pub mod results;
 pub mod saved_upload;

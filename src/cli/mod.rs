@@ -13,6 +13,7 @@ pub mod kernel;
 pub mod local;
 pub mod nbench_compat;
 pub mod overhead;
+pub mod pack;
 pub mod report;
 pub mod run;
 pub mod serve;
@@ -43,6 +44,10 @@ pub enum Command {
     Kernel(kernel::KernelCommand),
     /// Build an initramfs with the static init, a suite and kernel modules.
     Image(image::ImageArgs),
+    /// The userland pack: lock Debian package versions, build the read-only
+    /// ext4 image the guest's real builds run from.
+    #[command(subcommand)]
+    Pack(pack::PackCommand),
     /// Boot kernels in QEMU, run the suite, and collect checked results.
     Run(Box<RunOptions>),
     /// Run the suite's workloads on this host, without booting.
@@ -93,6 +98,7 @@ pub fn dispatch(cli: &Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
         Command::Kernel(k) => kernel::run(k),
         Command::Image(a) => image::run(a),
+        Command::Pack(p) => pack::run(p),
         Command::Run(a) => run::run(a),
         Command::Local(a) => local::run(a).map(|_| ExitCode::SUCCESS),
         Command::Bisect(a) => bisect::run(a),

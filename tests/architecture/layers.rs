@@ -18,6 +18,7 @@ pub const HOST_LAYERS: &[(&str, &[&str])] = &[
     ("suite_choice", &[]),
     ("kernel", &[]),
     ("local", &[]),
+    ("pack", &[]),
     ("saved_upload", &["results"]),
     // The results service, the top of its own corner.
     ("service", &["results"]),
