@@ -14,6 +14,7 @@ use loads::workloads::dbench::Dbench;
 use loads::workloads::nbench::builtin_loadfile;
 use loads::workloads::nbench::params::NbenchParams;
 use loads::workloads::tbench::Tbench;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -354,6 +355,7 @@ impl Server {
             return Err(NbenchCompatError::PortInUse);
         }
         let child = Command::new("tbench_srv")
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -373,8 +375,19 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        // tbench_srv forks a handler per connection, and each holds the
+        // listening socket: kill its whole process group, then wait until
+        // nothing answers on the port, or the next round finds it taken.
+        if let Ok(pid) = i32::try_from(self.0.id()) {
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
+        let t0 = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", TBENCH_PORT)).is_ok() && t0.elapsed() < Duration::from_secs(5)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 
