@@ -3,6 +3,7 @@
 //! `tests/` use them directly. ARCHITECTURE.md at the repository root maps
 //! them and says which way they may depend.
 
+pub mod apt_sources;
 pub mod bisect;
 pub mod boot;
 pub mod calibration;

@@ -5,6 +5,7 @@
 //! overrides the derivation (for example with a snapshot archive). It reads
 //! the sources; it never changes them.
 
+pub use crate::apt_sources::{parse_one_line, DebSource};
 use std::path::{Path, PathBuf};
 
 /// Environment variable that names the mirror URI instead.
@@ -36,15 +37,6 @@ pub enum MirrorError {
         /// The apt directory read.
         dir: PathBuf,
     },
-}
-
-/// One `deb` source: a URI serving a suite.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DebSource {
-    /// The archive URI.
-    pub uri: String,
-    /// The suite.
-    pub suite: String,
 }
 
 /// The mirror for `suite`: `$BOOTBENCH_PACK_MIRROR` when set, else the first
@@ -130,28 +122,6 @@ pub fn parse_deb822(text: &str) -> Vec<DebSource> {
     }
     flush(&mut stanza);
     out
-}
-
-/// The `deb` sources of one-line sources.list text (`deb [options] URI
-/// SUITE COMPONENTS...`).
-pub fn parse_one_line(text: &str) -> Vec<DebSource> {
-    text.lines()
-        .filter_map(|line| {
-            let line = line.split('#').next().unwrap_or("");
-            let mut words = line.split_whitespace();
-            if words.next()? != "deb" {
-                return None;
-            }
-            let mut uri = words.next()?;
-            if uri.starts_with('[') {
-                while !uri.ends_with(']') {
-                    uri = words.next()?;
-                }
-                uri = words.next()?;
-            }
-            Some(DebSource { uri: uri.to_string(), suite: words.next()?.to_string() })
-        })
-        .collect()
 }
 
 #[cfg(test)]

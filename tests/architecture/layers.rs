@@ -16,9 +16,10 @@ pub const HOST_LAYERS: &[(&str, &[&str])] = &[
     ("results", &[]),
     ("stats", &[]),
     ("suite_choice", &[]),
-    ("kernel", &[]),
+    ("apt_sources", &[]),
+    ("kernel", &["apt_sources"]),
     ("local", &[]),
-    ("pack", &[]),
+    ("pack", &["apt_sources"]),
     ("saved_upload", &["results"]),
     // The results service, the top of its own corner.
     ("service", &["results"]),

@@ -357,26 +357,9 @@ fn command_failed(
 
 /// The suite of the first `deb` line of a sources.list.
 fn base_suite(sources: &str) -> Option<String> {
-    sources.lines().find_map(|line| {
-        let line = line.split('#').next().unwrap_or("");
-        let mut words = line.split_whitespace();
-        if words.next()? != "deb" {
-            return None;
-        }
-        let mut uri = words.next()?;
-        if uri.starts_with('[') {
-            // Skip an options block such as "[arch=amd64 signed-by=...]".
-            while !uri.ends_with(']') {
-                uri = words.next()?;
-            }
-            words.next()?;
-        }
-        words.next().map(str::to_string)
-    })
+    crate::apt_sources::parse_one_line(sources).into_iter().next().map(|s| s.suite)
 }
 
-/// The fields of the first record in `apt-cache show` output, continuation
-/// lines folded into their field.
 fn first_stanza(text: &str) -> Vec<(String, String)> {
     let mut fields: Vec<(String, String)> = Vec::new();
     for line in text.lines() {
