@@ -13,7 +13,11 @@ fn main() -> ExitCode {
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     let cli = bootbench::cli::Cli::parse();
-    match bootbench::cli::dispatch(&cli) {
+    let done = bootbench::cli::dispatch(&cli);
+    // After a Ctrl-C the watcher ends the process with 130, once its
+    // cleanups are done; an error that the interrupt caused is not ours.
+    bootbench::boot::interrupt::hold_if_interrupted();
+    match done {
         Ok(code) => code,
         Err(e) => {
             eprintln!("bootbench: error: {e:#}");

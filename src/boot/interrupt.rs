@@ -13,8 +13,10 @@
 
 use std::io::Read;
 use std::os::fd::{IntoRawFd, OwnedFd};
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
 
 /// The exit status after SIGINT: 128 + 2.
 pub const EXIT_INTERRUPTED: i32 = 128 + 2;
@@ -42,6 +44,9 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 /// The pipe's write end, for the signal handler.
 static PIPE: AtomicI32 = AtomicI32::new(-1);
 static INSTALLED: OnceLock<Result<(), InterruptError>> = OnceLock::new();
+/// Set once the watcher has taken a signal: from then on the process ends
+/// through the watcher, with the signal's status.
+static HANDLING: AtomicBool = AtomicBool::new(false);
 
 const SIGNALS: [nix::sys::signal::Signal; 2] = [nix::sys::signal::Signal::SIGINT, nix::sys::signal::Signal::SIGTERM];
 
@@ -73,6 +78,7 @@ fn watch(read: OwnedFd) {
             _ => return,
         }
     }
+    HANDLING.store(true, Ordering::SeqCst);
     // Another signal now ends the process at once, should a cleanup hang.
     for s in SIGNALS {
         // SAFETY: restores the default disposition; no handler is involved.
@@ -140,6 +146,39 @@ pub fn on_interrupt(hook: impl FnMut() + Send + 'static) -> OnInterrupt {
     OnInterrupt { id }
 }
 
+/// Whether an interrupt is being handled (the process is about to end).
+pub fn interrupted() -> bool {
+    HANDLING.load(Ordering::SeqCst)
+}
+
+/// Waits here for good if an interrupt is being handled, so the calling
+/// thread starts nothing more (no retry, no next boot) and cannot end the
+/// process with another status before the cleanups finish: the watcher
+/// ends it with the signal's. Returns at once otherwise.
+pub fn hold_if_interrupted() {
+    while interrupted() {
+        std::thread::park();
+    }
+}
+
+/// Removes the directory `dir` and everything in it, again and again until
+/// it is gone: a thread that has not yet seen the interrupt may still be
+/// creating a file in it (a retried boot's console or port file), which
+/// makes a single `remove_dir_all` fail with "directory not empty". Once
+/// the directory itself is gone nothing recreates it. Gives up after
+/// `patience`; returns whether it is gone.
+pub fn remove_dir_until_gone(dir: &Path, patience: Duration) -> bool {
+    let until = std::time::Instant::now() + patience;
+    loop {
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => return true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
+            Err(_) if std::time::Instant::now() >= until => return !dir.exists(),
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
 /// Runs `write` so that an interrupt cannot cut it: the interrupt waits for
 /// it to end (and nothing registered runs meanwhile).
 pub fn critical<T>(write: impl FnOnce() -> T) -> T {
@@ -182,6 +221,39 @@ mod tests {
         let ids = [outer.id, inner.id];
         drop((outer, inner));
         assert!(lock(&HOOKS).iter().all(|(id, _)| !ids.contains(id)));
+    }
+
+    #[test]
+    fn a_directory_that_another_thread_keeps_filling_is_still_removed() {
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("work");
+        std::fs::create_dir(&dir).unwrap();
+        let writer = {
+            let dir = dir.clone();
+            std::thread::spawn(move || {
+                // Keeps creating files, as a boot that has not seen the
+                // interrupt would, for a while or until the directory is
+                // gone.
+                for n in 0..20_000 {
+                    if std::fs::write(dir.join(format!("port-{n}.out")), b"x").is_err() && !dir.exists() {
+                        break;
+                    }
+                }
+            })
+        };
+        // Let the writer fill it first.
+        while std::fs::read_dir(&dir).map_or(0, Iterator::count) < 2000 {
+            std::thread::yield_now();
+        }
+        let gone = remove_dir_until_gone(&dir, Duration::from_secs(60));
+        writer.join().unwrap();
+        assert!(gone && !dir.exists(), "{} was left behind", dir.display());
+    }
+
+    #[test]
+    fn hold_returns_at_once_when_nothing_is_handled() {
+        assert!(!interrupted());
+        hold_if_interrupted();
     }
 
     #[test]

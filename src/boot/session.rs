@@ -156,9 +156,14 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
         let disks = disk_io.as_ref().and_then(|d| d.own_dir()).map(Path::to_path_buf);
         crate::boot::interrupt::on_interrupt(move || {
             eprintln!("{}", say.lock().unwrap_or_else(PoisonError::into_inner));
-            let _ = std::fs::remove_dir_all(&work);
+            let patience = Duration::from_secs(10);
+            if !crate::boot::interrupt::remove_dir_until_gone(&work, patience) {
+                eprintln!("run: could not remove the run's scratch directory {}", work.display());
+            }
             if let Some(d) = &disks {
-                let _ = std::fs::remove_dir_all(d);
+                if !crate::boot::interrupt::remove_dir_until_gone(d, patience) {
+                    eprintln!("run: could not remove the run's disk images in {}", d.display());
+                }
             }
         })
     };
@@ -263,6 +268,10 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
                     ..Timeouts::default()
                 };
                 let outcome = qemu::boot(&spec);
+                // A Ctrl-C also reaches QEMU (same process group) and ends
+                // this boot: start no retry and no next boot; the watcher
+                // ends the process.
+                crate::boot::interrupt::hold_if_interrupted();
                 // The images hold what the guest wrote (up to GBs): gone
                 // after each boot, and made fresh for the next.
                 disks.remove();
