@@ -305,15 +305,13 @@ fn replay<R: Replayer>(
                 // Paced loadfile: wait for the recorded time, as dbench does.
                 let target = pass_start.saturating_add((at * 1e9) as u64).min(end);
                 if now < target {
-                    std::thread::sleep(Duration::from_nanos(target - now));
-                    now = now_ns();
+                    now = wait_until(r, target);
                 }
             }
             if let Op::Sleep { micros } = line.op {
                 worked = true;
                 let until = now.saturating_add(micros.saturating_mul(1000)).min(end);
-                std::thread::sleep(Duration::from_nanos(until.saturating_sub(now)));
-                now = now_ns();
+                now = wait_until(r, until);
             } else if r.carries_out(&line.op) {
                 worked = true;
                 let t0 = now_ns();
@@ -337,6 +335,22 @@ fn replay<R: Replayer>(
     }
     rep.counters = r.counters();
     rep
+}
+
+/// The longest a client sleeps without looking whether it was stopped.
+const STOP_CHECK_NS: u64 = 10_000_000;
+
+/// Sleeps until `target` (CLOCK_MONOTONIC ns) in slices of at most
+/// [`STOP_CHECK_NS`], returning early once `r` is stopped, so a stopped
+/// background load does not go on sleeping through a paced wait or a
+/// long `Sleep` line. Returns the time it woke.
+fn wait_until<R: Replayer>(r: &R, target: u64) -> u64 {
+    let mut now = now_ns();
+    while now < target && !r.stopped() {
+        std::thread::sleep(Duration::from_nanos((target - now).min(STOP_CHECK_NS)));
+        now = now_ns();
+    }
+    now
 }
 
 /// A client process's side. Never returns.
@@ -759,6 +773,35 @@ mod tests {
         }
         fn stopped(&self) -> bool {
             self.0 > 2
+        }
+    }
+
+    /// Stops 100 ms after it is made.
+    struct StopsSoon(std::time::Instant);
+
+    impl Replayer for StopsSoon {
+        type Error = FakeError;
+        fn execute(&mut self, _line: &Line) -> Result<(), FakeError> {
+            Ok(())
+        }
+        fn stopped(&self) -> bool {
+            self.0.elapsed() > Duration::from_millis(100)
+        }
+    }
+
+    #[test]
+    fn a_stopped_client_does_not_sleep_through_a_long_sleep_or_paced_wait() {
+        let phases = Phases { warmup: Duration::ZERO, measure: Duration::from_secs(60) };
+        for (what, text) in [
+            ("a Sleep line", &b"Close 1 NT_STATUS_OK\nSleep 30000000 NT_STATUS_OK\n"[..]),
+            ("a paced wait", &b"0.000 Close 1 NT_STATUS_OK\n30.000 Close 1 NT_STATUS_OK\n"[..]),
+        ] {
+            let lf = Loadfile::parse("long-wait", text).unwrap();
+            let t = std::time::Instant::now();
+            let out =
+                run_clients(1, phases, &lf, |_| Ok::<_, FakeError>(StopsSoon(std::time::Instant::now()))).unwrap();
+            assert_eq!(out.clients[0].error, None, "{what}");
+            assert!(t.elapsed() < Duration::from_secs(5), "{what}: stopped after {:?}", t.elapsed());
         }
     }
 
