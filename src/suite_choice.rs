@@ -51,6 +51,27 @@ pub fn contest_scratch_room(suite: &Suite, smp: u32) -> anyhow::Result<Option<u6
     Ok(room)
 }
 
+/// The scratch room a kernel build in the pack needs for its objects, or
+/// `None` when the suite runs none: the objects of a whole `vmlinux` of
+/// the pack's x86_64 defconfig, with room to spare (the image is sparse).
+pub fn pack_build_scratch_room(suite: &Suite) -> Option<u64> {
+    const BUILD_ROOM_BYTES: u64 = 3 << 30;
+    suite.workloads.iter().any(|w| loads::workloads::NEEDS_PACK.contains(&w.name.as_str())).then_some(BUILD_ROOM_BYTES)
+}
+
+/// The scratch room the suite needs beyond contest's RAM-sized files, or
+/// `None` when nothing in it needs a scratch disk: the larger of contest's
+/// ([`contest_scratch_room`]) and the pack build's
+/// ([`pack_build_scratch_room`]).
+pub fn scratch_room(suite: &Suite, smp: u32) -> anyhow::Result<Option<u64>> {
+    let contest = contest_scratch_room(suite, smp)?;
+    let build = pack_build_scratch_room(suite);
+    Ok(match (contest, build) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    })
+}
+
 /// MemAvailable of this host, in bytes.
 pub fn mem_available_bytes() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;

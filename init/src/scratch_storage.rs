@@ -1,5 +1,7 @@
 //! The scratch disk and swap the host attached (`bootbench.scratch`,
-//! `bootbench.swap`, `bootbench.iosched` on the cmdline): waits for the
+//! `bootbench.swap`, `bootbench.iosched` on the cmdline), and the read-only
+//! userland pack (`bootbench.pack=SERIAL`, found by its virtio serial and
+//! mounted at [`PACK_MOUNT`]): waits for the
 //! block devices, mounts the scratch filesystem at [`SCRATCH_MOUNT`],
 //! selects the block scheduler, enables swap, and says what it got; at the
 //! end it unmounts the scratch filesystem so the guest stops clean. It
@@ -9,12 +11,14 @@
 //! swap (`bootbench.zram`) is set up through `zram_swap`; the device and
 //! kernel-file plumbing both use is in `block_device`.
 
-use crate::block_device::{read, swapon, wait_for, write, DeviceError};
+use crate::block_device::{read, swapon, wait_for, write, DeviceError, DEVICE_WAIT};
 use crate::zram_swap::{self, ZramError};
 use loads::schema::StorageInfo;
-use loads::suite::{CmdlineConfig, DEFAULT_SCRATCH_FS};
+use loads::suite::{CmdlineConfig, DEFAULT_SCRATCH_FS, PACK_FS, PACK_MOUNT};
 use nix::mount::{mount, umount, MsFlags};
 use std::fs;
+use std::path::Path;
+use std::time::Instant;
 
 /// Where the scratch filesystem is mounted (contest's disk loads live there).
 pub const SCRATCH_MOUNT: &str = "/scratch";
@@ -62,6 +66,31 @@ pub enum StorageError {
     /// The zram swap could not be set up.
     #[error("zram swap")]
     Zram(#[source] Box<ZramError>),
+    /// No block device carries the pack's serial.
+    #[error("no disk with serial '{serial}' appeared within {waited_s} s (the userland pack; is virtio_blk loaded and the pack attached?)")]
+    NoPack {
+        /// The serial looked for.
+        serial: String,
+        /// How long it was waited for.
+        waited_s: u64,
+    },
+    /// The scratch disk the host named is the pack's disk.
+    #[error("{device}, named as the scratch disk, is the userland pack (serial '{serial}'); nothing is written to it")]
+    ScratchIsPack {
+        /// The device.
+        device: String,
+        /// The pack's serial.
+        serial: String,
+    },
+    /// mount(2) refused the pack.
+    #[error("cannot mount the userland pack {device} read-only ({PACK_FS}) on {PACK_MOUNT} (is {PACK_FS} built into the kernel or its module packed?)")]
+    MountPack {
+        /// The device.
+        device: String,
+        /// errno.
+        #[source]
+        source: nix::Error,
+    },
     /// umount(2) refused at the end of the run.
     #[error("cannot unmount {SCRATCH_MOUNT} (a process may still use it); the guest powers off with it mounted")]
     Unmount(#[source] nix::Error),
@@ -131,16 +160,70 @@ fn mount_scratch(device: &str, fstype: &str) -> Result<(), StorageError> {
         .map_err(|source| StorageError::Mount { device: device.to_string(), fstype: fstype.to_string(), source })
 }
 
+/// The virtio serial of block device `name` (`/sys/block/NAME/serial`),
+/// when it has one.
+fn serial_of(sys_block: &Path, name: &str) -> Option<String> {
+    fs::read_to_string(sys_block.join(name).join("serial")).ok().map(|s| s.trim_end_matches(['\n', '\0']).to_string())
+}
+
+/// The block device (`/dev/NAME`) whose serial is `serial`, looked for in
+/// `sys_block` (`/sys/block`) until it appears or [`DEVICE_WAIT`] passes:
+/// the pack is found by its serial, never by probe order.
+fn find_by_serial(sys_block: &Path, serial: &str, wait: std::time::Duration) -> Result<String, StorageError> {
+    let start = Instant::now();
+    loop {
+        let mut names: Vec<String> = fs::read_dir(sys_block)
+            .map(|d| d.filter_map(Result::ok).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        names.sort();
+        if let Some(name) = names.iter().find(|n| serial_of(sys_block, n).as_deref() == Some(serial)) {
+            return Ok(format!("/dev/{name}"));
+        }
+        if start.elapsed() >= wait {
+            return Err(StorageError::NoPack { serial: serial.to_string(), waited_s: wait.as_secs() });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Finds the pack's disk by `serial` and mounts it read-only at
+/// [`PACK_MOUNT`]; returns the device.
+fn mount_pack(serial: &str) -> Result<String, StorageError> {
+    let device = find_by_serial(Path::new("/sys/block"), serial, DEVICE_WAIT)?;
+    wait_for(&device)?;
+    fs::create_dir_all(PACK_MOUNT).map_err(StorageError::MountPoint)?;
+    let flags = MsFlags::MS_RDONLY | MsFlags::MS_NODEV | MsFlags::MS_NOSUID;
+    mount(Some(device.as_str()), PACK_MOUNT, Some(PACK_FS), flags, None::<&str>)
+        .map_err(|source| StorageError::MountPack { device: device.clone(), source })?;
+    Ok(device)
+}
+
 /// Sets up what `cmdline` asks for. Returns what is in effect (`None`
 /// when nothing was asked) and every failure; a failed piece is left out
 /// and the rest still goes on.
 pub fn setup(cmdline: &CmdlineConfig) -> (Option<StorageInfo>, Vec<StorageError>) {
-    if cmdline.scratch.is_none() && cmdline.swap.is_none() && cmdline.zram_bytes.is_none() {
+    if cmdline.scratch.is_none() && cmdline.swap.is_none() && cmdline.zram_bytes.is_none() && cmdline.pack.is_none()
+    {
         return (None, Vec::new());
     }
     let mut info = StorageInfo::default();
     let mut errors = Vec::new();
-    if let Some(device) = &cmdline.scratch {
+    if let Some(serial) = &cmdline.pack {
+        match mount_pack(serial) {
+            Ok(device) => {
+                info.pack_device = Some(device);
+                info.pack_mount = Some(PACK_MOUNT.to_string());
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    let scratch_is_pack = match (&cmdline.scratch, &cmdline.pack) {
+        (Some(device), Some(serial)) => serial_of(Path::new("/sys/block"), sys_name(device)).as_ref() == Some(serial),
+        _ => false,
+    };
+    if let (true, Some(device), Some(serial)) = (scratch_is_pack, &cmdline.scratch, &cmdline.pack) {
+        errors.push(StorageError::ScratchIsPack { device: device.clone(), serial: serial.clone() });
+    } else if let Some(device) = &cmdline.scratch {
         let fstype = cmdline.scratch_fs.as_deref().unwrap_or(DEFAULT_SCRATCH_FS);
         info.scratch_device = Some(device.clone());
         info.scratch_fs = Some(fstype.to_string());
@@ -185,8 +268,12 @@ pub fn record_zram_usage(info: Option<&mut StorageInfo>) -> Result<(), StorageEr
 }
 
 /// Syncs and unmounts the scratch filesystem if `info` says it is mounted,
-/// so the journal is clean when the guest powers off.
+/// so the journal is clean when the guest powers off; unmounts the pack.
 pub fn teardown(info: Option<&StorageInfo>) -> Result<(), StorageError> {
+    if info.and_then(|i| i.pack_mount.as_deref()).is_some() {
+        // Read-only: nothing to lose if it stays mounted.
+        let _ = umount(PACK_MOUNT);
+    }
     if info.and_then(|i| i.scratch_mount.as_deref()).is_none() {
         return Ok(());
     }
@@ -211,6 +298,22 @@ mod tests {
     fn sys_names() {
         assert_eq!(sys_name("/dev/vda"), "vda");
         assert_eq!(sys_name("/dev/nvme0n1"), "nvme0n1");
+    }
+
+    #[test]
+    fn the_pack_is_found_by_its_serial_not_by_its_place() {
+        let sys = tempfile::tempdir().unwrap();
+        for (name, serial) in [("vda", Some("scratch\n")), ("vdb", None), ("vdc", Some("bootbench-pack\0\0"))] {
+            std::fs::create_dir(sys.path().join(name)).unwrap();
+            if let Some(s) = serial {
+                std::fs::write(sys.path().join(name).join("serial"), s).unwrap();
+            }
+        }
+        let wait = std::time::Duration::from_millis(100);
+        assert_eq!(find_by_serial(sys.path(), "bootbench-pack", wait).unwrap(), "/dev/vdc");
+        assert_eq!(serial_of(sys.path(), "vda").as_deref(), Some("scratch"));
+        let e = find_by_serial(sys.path(), "other", wait).unwrap_err().to_string();
+        assert!(e.contains("'other'") && e.contains("userland pack"), "{e}");
     }
 
     #[test]

@@ -183,6 +183,13 @@ pub struct StorageInfo {
     /// The compressed RAM swap device, when one was asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zram: Option<ZramInfo>,
+    /// The userland pack's disk, found by its virtio serial, e.g.
+    /// `/dev/vdc`, when the host attached one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pack_device: Option<String>,
+    /// Where the pack is mounted read-only, e.g. `/pack`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pack_mount: Option<String>,
 }
 
 /// A zram swap device as the init set it up and left it.

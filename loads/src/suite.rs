@@ -25,6 +25,6 @@ mod tests;
 pub use builtin::BUILTIN_SUITES;
 pub use cmdline::{
     redact_secrets, split_cmdline, CmdlineConfig, IpSetting, ACCEL_MODES, DEFAULT_SCRATCH_FS, IO_SCHEDULERS,
-    MIN_ZRAM_BYTES, TEST_FAULTS,
+    MIN_ZRAM_BYTES, PACK_FS, PACK_MOUNT, PACK_SERIAL, TEST_FAULTS,
 };
 pub use document::{Limits, Suite, SuiteError, WorkloadSpec, LIMITS};

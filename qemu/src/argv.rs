@@ -90,7 +90,13 @@ struct Drive {
     path: PathBuf,
     format: DiskFormat,
     io: DriveIo,
+    /// A read-only drive named by its virtio serial (`None`: a writable
+    /// `if=virtio` drive, named by probe order).
+    read_only_serial: Option<String>,
 }
+
+/// The longest virtio-blk serial the guest sees whole (VIRTIO_BLK_ID_BYTES).
+pub const VIRTIO_BLK_SERIAL_MAX: usize = 20;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Port {
@@ -366,7 +372,55 @@ impl QemuCommand {
                 });
             }
         }
-        self.disks.push(Drive { path: p, format, io: *io });
+        self.disks.push(Drive { path: p, format, io: *io, read_only_serial: None });
+        Ok(self)
+    }
+
+    /// Adds a read-only virtio-blk disk that the guest finds by its
+    /// `serial` (`/sys/block/*/serial`), not by probe order: `-drive
+    /// if=none,readonly=on` and a `virtio-blk-pci` device carrying the
+    /// serial. Such disks come after every [`Self::drive_virtio_blk`] disk
+    /// on the command line, so the writable disks keep their names.
+    ///
+    /// ```
+    /// # use qemu::{argv::DiskFormat, disk_io::DriveIo, Arch, QemuCommand};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let img = dir.path().join("pack.ext4");
+    /// # std::fs::write(&img, b"").unwrap();
+    /// let mut cmd = QemuCommand::new(&Arch::X86_64.profile());
+    /// cmd.drive_virtio_blk_read_only(&img, DiskFormat::Raw, &DriveIo::default(), "bootbench-pack").unwrap();
+    /// let argv = cmd.argv();
+    /// assert!(argv.windows(2).any(|w| w[0] == "-device" && w[1] == "virtio-blk-pci,drive=ro0,serial=bootbench-pack"));
+    /// ```
+    pub fn drive_virtio_blk_read_only(
+        &mut self,
+        path: &Path,
+        format: DiskFormat,
+        io: &DriveIo,
+        serial: &str,
+    ) -> Result<&mut Self, ArgvError> {
+        let serial_ok = !serial.is_empty()
+            && serial.len() <= VIRTIO_BLK_SERIAL_MAX
+            && serial.chars().all(|c| c.is_ascii_alphanumeric() || "_-".contains(c));
+        if !serial_ok {
+            return Err(ArgvError::InvalidValue {
+                option: "-device virtio-blk-pci serial",
+                value: serial.to_string(),
+                why: "1 to 20 letters, digits, '_' or '-' (the guest reads at most 20 bytes)",
+            });
+        }
+        if self.disks.iter().any(|d| d.read_only_serial.as_deref() == Some(serial)) {
+            return Err(ArgvError::InvalidValue {
+                option: "-device virtio-blk-pci serial",
+                value: serial.to_string(),
+                why: "another read-only disk already has this serial",
+            });
+        }
+        // Checked as a writable drive is, then marked.
+        self.drive_virtio_blk(path, format, io)?;
+        if let Some(d) = self.disks.last_mut() {
+            d.read_only_serial = Some(serial.to_string());
+        }
         Ok(self)
     }
 
@@ -458,11 +512,20 @@ impl QemuCommand {
                 a.pair("-device", format!("virtserialport,bus=vser0.0,chardev=port{i},name={}", p.name));
             }
         }
-        for d in &self.disks {
+        // The writable disks first, in order (the guest names them by probe
+        // order: /dev/vda, /dev/vdb ...), then the read-only ones.
+        let writable = self.disks.iter().filter(|d| d.read_only_serial.is_none()).map(|d| (d, None));
+        let read_only = self.disks.iter().filter_map(|d| d.read_only_serial.as_deref().map(|s| (d, s)));
+        let drives = writable.chain(read_only.enumerate().map(|(id, (d, s))| (d, Some((id, s)))));
+        for (d, named) in drives {
             // Checked to be UTF-8 when the disk was added.
             let path = escape_option_value(&d.path.to_string_lossy());
+            let attach = match named {
+                None => "if=virtio".to_string(),
+                Some((id, _)) => format!("if=none,id=ro{id},readonly=on"),
+            };
             let mut drive = format!(
-                "file={path},format={},if=virtio,cache={},aio={}",
+                "file={path},format={},{attach},cache={},aio={}",
                 d.format.name(),
                 d.io.cache.name(),
                 d.io.aio.name()
@@ -474,6 +537,9 @@ impl QemuCommand {
                 }
             }
             a.pair("-drive", drive);
+            if let Some((id, serial)) = named {
+                a.pair("-device", format!("virtio-blk-pci,drive=ro{id},serial={serial}"));
+            }
         }
         if self.user_net {
             a.pair("-netdev", "user,id=net0");
@@ -564,6 +630,49 @@ mod tests {
         let x86 = strings(&QemuCommand::new(&Arch::X86_64.profile()));
         assert!(x86.windows(2).any(|w| w == ["-device", "pvpanic"]));
         assert!(x86.windows(2).any(|w| w == ["-action", "panic=exit-failure"]));
+    }
+
+    #[test]
+    fn a_read_only_disk_comes_after_the_writable_ones_and_carries_its_serial() {
+        let dir = tempfile::tempdir().unwrap();
+        let [pack, scratch, swap] = ["pack.ext4", "scratch.img", "swap.img"].map(|n| dir.path().join(n));
+        for f in [&pack, &scratch, &swap] {
+            std::fs::write(f, b"").unwrap();
+        }
+        let mut cmd = QemuCommand::new(&Arch::X86_64.profile());
+        let io = DriveIo::default();
+        // Added first, still after the writable disks on the command line.
+        cmd.drive_virtio_blk_read_only(&pack, DiskFormat::Raw, &io, "bootbench-pack").unwrap();
+        cmd.drive_virtio_blk(&scratch, DiskFormat::Raw, &io).unwrap();
+        cmd.drive_virtio_blk(&swap, DiskFormat::Raw, &io).unwrap();
+        let argv = strings(&cmd);
+        let drives: Vec<&String> = argv.windows(2).filter(|w| w[0] == "-drive").map(|w| &w[1]).collect();
+        assert_eq!(drives.len(), 3, "{argv:?}");
+        assert!(drives[0].starts_with(&format!("file={},format=raw,if=virtio,", scratch.display())), "{drives:?}");
+        assert!(drives[1].starts_with(&format!("file={},format=raw,if=virtio,", swap.display())), "{drives:?}");
+        assert!(
+            drives[2].starts_with(&format!("file={},format=raw,if=none,id=ro0,readonly=on,", pack.display())),
+            "{drives:?}"
+        );
+        let devices: Vec<&String> =
+            argv.windows(2).filter(|w| w[0] == "-device" && w[1].starts_with("virtio-blk")).map(|w| &w[1]).collect();
+        assert_eq!(devices, ["virtio-blk-pci,drive=ro0,serial=bootbench-pack"]);
+    }
+
+    #[test]
+    fn a_serial_the_guest_cannot_read_whole_or_a_second_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("pack.ext4");
+        std::fs::write(&img, b"").unwrap();
+        let mut cmd = QemuCommand::new(&Arch::X86_64.profile());
+        let io = DriveIo::default();
+        for bad in ["", "a,b", "twenty-one-characters", "sp ace"] {
+            let e = cmd.drive_virtio_blk_read_only(&img, DiskFormat::Raw, &io, bad).unwrap_err().to_string();
+            assert!(e.contains("serial") && e.contains(&format!("'{bad}'")), "{e}");
+        }
+        cmd.drive_virtio_blk_read_only(&img, DiskFormat::Raw, &io, "twenty-characters-ok").unwrap();
+        let e = cmd.drive_virtio_blk_read_only(&img, DiskFormat::Raw, &io, "twenty-characters-ok").unwrap_err();
+        assert!(e.to_string().contains("already has this serial"), "{e}");
     }
 
     #[test]

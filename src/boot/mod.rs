@@ -12,6 +12,7 @@ pub mod interrupt;
 pub mod kernels;
 pub mod options;
 pub mod order;
+pub mod pack_disk;
 pub mod run_upload;
 pub mod scratch_disk;
 pub mod session;

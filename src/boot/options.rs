@@ -127,6 +127,12 @@ pub struct RunOptions {
     /// 256M. contest's mem_load then swaps to RAM instead of the disk.
     #[arg(long, default_value = "none")]
     pub zram: String,
+    /// The userland pack (Debian's gcc, make and a prepared Linux tree, a
+    /// read-only ext4 disk the guest finds by its serial): auto (attached
+    /// when the suite runs kernbench; built on first use and cached), none,
+    /// or the path of a pack image.
+    #[arg(long, default_value = "auto")]
+    pub pack: String,
     /// Block scheduler of the scratch disk: none, mq-deadline, kyber or bfq,
     /// as the kernel config offers (a module is packed when needed).
     #[arg(long)]

@@ -14,6 +14,9 @@ use crate::results::{
 use crate::suite_choice::{apply_overrides, load_suite};
 use anyhow::{bail, Context};
 use loads::console_protocol::{ALIVE_CMDLINE_KEY, ICOUNT_ALIVE_INTERVAL_S};
+
+/// The cmdline key that names the userland pack's disk serial.
+const PACK_CMDLINE_KEY: &str = "bootbench.pack";
 use loads::schema::RunDocument;
 use qemu::accel::{choose, Accel, AccelRequest};
 use qemu::{Arch, BootSpec, Clock, Timeouts};
@@ -119,10 +122,22 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
         crate::boot::scratch_disk::SizeChoice::parse("--swap", &args.swap)?,
         crate::boot::scratch_disk::SizeChoice::parse("--zram", &args.zram)?,
         args.iosched.as_deref(),
-        crate::suite_choice::contest_scratch_room(&suite, args.smp)?,
+        crate::suite_choice::scratch_room(&suite, args.smp)?,
         mem_mib,
     )?
     .with_throttle(args.disk_throttle.as_deref(), icount_option(choice.accel, clock))?;
+    let pack_choice: crate::boot::pack_disk::PackChoice = args.pack.parse()?;
+    let pack = crate::boot::pack_disk::resolve(&pack_choice, &suite, arch.name())?;
+    if let Some(p) = &pack {
+        eprintln!(
+            "run: userland pack {} ({} bytes, sha256 {}), read-only, serial {}",
+            p.image.display(),
+            p.record.image_bytes,
+            p.record.image_sha256,
+            p.record.serial
+        );
+    }
+    let storage = storage.with_pack(pack.is_some());
     let kernels = resolve_kernels(args, arch)?;
     let kernel_storage = kernels
         .iter()
@@ -237,6 +252,10 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
                 for (key, value) in storage.cmdline_keys() {
                     spec.cmdline.push(key, &value)?;
                 }
+                if let Some(p) = &pack {
+                    spec.read_only_disks.push((p.image.clone(), p.record.serial.clone()));
+                    spec.cmdline.push(PACK_CMDLINE_KEY, &p.record.serial)?;
+                }
                 spec.accel = choice.accel;
                 spec.smp = args.smp;
                 spec.mem_mib = mem_mib;
@@ -279,6 +298,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
                 let upload_seen = uploads.as_ref().map(|_| (outcome.events.clone(), outcome.document.clone()));
                 let mut record = envelope(args, &label, k, img, &qemu_version, &choice, mem_mib, arch, index, outcome);
                 record.storage = storage.any().then(|| disks.record.clone());
+                record.pack = pack.as_ref().map(|p| p.record.clone());
                 record.channels = channel_reports(&record.console_log, img.port.then_some(port_file.as_path()));
                 if let (Some(u), Some((events, doc))) = (&mut uploads, &upload_seen) {
                     u.attach(&mut record, events, doc.as_deref());
@@ -482,6 +502,7 @@ fn envelope(
         channels: Vec::new(),
         upload: None,
         storage: None,
+        pack: None,
         console_log: outcome.console_log,
     }
 }

@@ -5,6 +5,7 @@
 //! nothing else of this crate, least of all a service or a command.
 
 pub mod migration;
+pub mod pack;
 pub mod storage;
 pub mod upload;
 pub mod upload_plan;
@@ -235,6 +236,9 @@ pub struct BootRecord {
     /// mke2fs/mkswap used), when it had any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<storage::HostStorage>,
+    /// The userland pack attached to this boot, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pack: Option<pack::PackRecord>,
     /// The whole console log.
     pub console_log: String,
 }

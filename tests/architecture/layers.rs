@@ -28,7 +28,7 @@ pub const HOST_LAYERS: &[(&str, &[&str])] = &[
     ("report", &["results", "stats", "compare"]),
     ("nbench_compat", &["stats"]),
     // Booting kernels.
-    ("boot", &["results", "kernel", "suite_choice", "service"]),
+    ("boot", &["results", "kernel", "suite_choice", "service", "pack"]),
     // What is built on booting and on the statistics.
     ("calibration", &["results", "stats", "compare", "boot"]),
     ("overhead", &["results", "kernel", "suite_choice", "boot"]),

@@ -69,6 +69,9 @@ pub struct CmdlineConfig {
     /// `bootbench.iosched=NAME`: the block scheduler for the scratch device
     /// (one of [`IO_SCHEDULERS`]; only with `bootbench.scratch`).
     pub iosched: Option<String>,
+    /// `bootbench.pack=SERIAL`: the read-only disk with this virtio serial
+    /// holds the userland pack; the init mounts it at [`PACK_MOUNT`].
+    pub pack: Option<String>,
     /// `bootbench.zram=BYTES`: a compressed RAM swap device of this size
     /// (zram0), used before any disk swap ([`MIN_ZRAM_BYTES`] at least).
     pub zram_bytes: Option<u64>,
@@ -100,6 +103,13 @@ pub const IO_SCHEDULERS: &[&str] = &["none", "mq-deadline", "kyber", "bfq"];
 /// Smallest `bootbench.zram`: ten 64 KiB pages, the least swapon takes on
 /// any arch's page size, rounded up to 1 MiB.
 pub const MIN_ZRAM_BYTES: u64 = LIMITS.zram_bytes.0;
+
+/// The virtio serial of the userland pack's disk, as the host attaches it.
+pub const PACK_SERIAL: &str = "bootbench-pack";
+/// Where the init mounts the userland pack (read-only).
+pub const PACK_MOUNT: &str = "/pack";
+/// The userland pack's filesystem.
+pub const PACK_FS: &str = "ext4";
 
 /// The filesystem mounted on the scratch device when
 /// `bootbench.scratch_fs` does not say.
@@ -141,6 +151,7 @@ const KNOWN_KEYS: &[&str] = &[
     "swap",
     "iosched",
     "zram",
+    "pack",
     "alive",
     "test_fault",
 ];
@@ -346,6 +357,16 @@ impl CmdlineConfig {
                 "upload_timeout" => cfg.upload_timeout_s = Some(parse_num(&full, value, LIMITS.upload_timeout_s)?),
                 "scratch" => cfg.scratch = Some(parse_block_device(&full, value)?),
                 "swap" => cfg.swap = Some(parse_block_device(&full, value)?),
+                "pack" => {
+                    // What a virtio-blk serial can hold whole.
+                    let ok = !value.is_empty()
+                        && value.len() <= 20
+                        && value.chars().all(|c| c.is_ascii_alphanumeric() || "_-".contains(c));
+                    if !ok {
+                        return Err(bad(&full, value, "expected a disk serial of 1 to 20 letters, digits, '_' or '-'"));
+                    }
+                    cfg.pack = Some(value.to_string());
+                }
                 "scratch_fs" => {
                     if value.len() > 16 || !value.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()) {
                         return Err(bad(&full, value, "expected a filesystem type such as ext4, xfs or btrfs"));

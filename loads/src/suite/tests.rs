@@ -125,6 +125,9 @@ fn storage_keys_parse() {
     }
     let cfg = CmdlineConfig::parse("bootbench.swap=/dev/vda").unwrap();
     assert_eq!((cfg.scratch, cfg.swap.as_deref()), (None, Some("/dev/vda")));
+    assert_eq!(cfg.pack, None);
+    let cfg = CmdlineConfig::parse(&format!("bootbench.pack={PACK_SERIAL}")).unwrap();
+    assert_eq!(cfg.pack.as_deref(), Some(PACK_SERIAL));
     for s in IO_SCHEDULERS {
         CmdlineConfig::parse(&format!("bootbench.scratch=/dev/vda bootbench.iosched={s}")).unwrap();
     }
@@ -142,6 +145,9 @@ fn bad_storage_keys_name_key_and_problem() {
         ("bootbench.iosched=bfq", "bootbench.iosched", "bootbench.scratch"),
         ("bootbench.scratch_fs=xfs", "bootbench.scratch_fs", "bootbench.scratch"),
         ("bootbench.scratch=/dev/vda bootbench.swap=/dev/vda", "bootbench.swap", "cannot also be"),
+        ("bootbench.pack=", "bootbench.pack", "value is required"),
+        ("bootbench.pack=/dev/vdc", "bootbench.pack", "disk serial"),
+        ("bootbench.pack=twenty-one-characters", "bootbench.pack", "disk serial"),
     ] {
         let e = CmdlineConfig::parse(line).unwrap_err().to_string();
         assert!(e.contains(key) && e.contains(word), "{line}: {e}");

@@ -23,6 +23,11 @@ pub mod tbench;
 /// Names of all workloads, in the order suites list them.
 pub const NAMES: &[&str] = &["fork", "dbench", "tbench", "kbuild", "sdet", "hackbench", "contest"];
 
+/// The workloads that run inside the userland pack (a read-only disk of
+/// Debian's build userland the host attaches and the init mounts at
+/// `suite::PACK_MOUNT`): a suite with one of them needs the pack.
+pub const NEEDS_PACK: &[&str] = &["kernbench"];
+
 /// Each workload's version. It goes up whenever a change alters what the
 /// workload's metrics mean (the calls it makes, what it counts), so that
 /// results of different versions are never compared: `compare`,

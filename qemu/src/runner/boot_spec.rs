@@ -136,6 +136,9 @@ pub struct BootSpec {
     pub results_port: Option<PathBuf>,
     /// virtio-blk disks, in order (the first is /dev/vda).
     pub disks: Vec<(PathBuf, DiskFormat)>,
+    /// Read-only virtio-blk disks the guest finds by serial (the userland
+    /// pack), as (image, serial); attached after [`Self::disks`].
+    pub read_only_disks: Vec<(PathBuf, String)>,
     /// How QEMU does every disk's I/O (cache mode, AIO engine, throttle).
     pub disk_io: DriveIo,
     /// Whether to give the guest a virtio-net NIC on QEMU's user network.
@@ -173,6 +176,7 @@ impl BootSpec {
             cmdline: profile.base_cmdline()?,
             results_port: None,
             disks: Vec::new(),
+            read_only_disks: Vec::new(),
             disk_io: DriveIo::default(),
             user_net: false,
             timeouts: Timeouts::default(),
@@ -217,6 +221,14 @@ impl BootSpec {
         cmd.kernel(&self.kernel)?.initrd(&self.initrd)?.append(&cmdline)?;
         for (path, format) in &self.disks {
             cmd.drive_virtio_blk(path, *format, &self.disk_io)?;
+        }
+        // Read, never written, and read again from the guest's page cache
+        // after the first build: QEMU's default I/O (the host's page cache
+        // may hold it; no O_DIRECT needed where the image lives), never
+        // throttled (the throttle is the scratch disks').
+        let read_io = DriveIo::default();
+        for (path, serial) in &self.read_only_disks {
+            cmd.drive_virtio_blk_read_only(path, DiskFormat::Raw, &read_io, serial)?;
         }
         if self.user_net {
             cmd.netdev_user();

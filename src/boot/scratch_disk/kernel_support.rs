@@ -112,7 +112,7 @@ pub fn for_kernel(
     modules_dir_known: bool,
 ) -> Result<KernelStorage, ScratchDiskError> {
     let Some(config) = config else {
-        if plan.any_storage() {
+        if plan.any_storage() || plan.pack {
             eprintln!(
                 "run: no kernel config found: assuming virtio_blk, ext4, zram and the schedulers are built in, 4 KiB pages"
             );
@@ -124,6 +124,13 @@ pub fn for_kernel(
         needs.extend_from_slice(SCRATCH_NEEDS);
     } else if plan.swap_bytes.is_some() {
         needs.extend(SCRATCH_NEEDS.iter().filter(|(o, _, _)| o.starts_with("VIRTIO")).copied());
+    }
+    if plan.pack {
+        for (option, module, _) in SCRATCH_NEEDS {
+            if !needs.iter().any(|(o, _, _)| o == option) {
+                needs.push((option, module, "the userland pack (--pack)"));
+            }
+        }
     }
     if plan.zram_bytes.is_some() {
         needs.push(("ZRAM", "zram", "the zram swap (--zram)"));

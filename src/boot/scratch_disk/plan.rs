@@ -167,6 +167,9 @@ pub struct StoragePlan {
     /// The throttle of every disk (`--disk-throttle`), applied by QEMU in
     /// host time; see [`StoragePlan::with_throttle`].
     pub throttle: Option<DiskThrottle>,
+    /// Whether the run attaches the read-only userland pack (its disk needs
+    /// what a scratch disk's does from the kernel: virtio, ext4).
+    pub pack: bool,
 }
 
 impl StoragePlan {
@@ -230,7 +233,14 @@ impl StoragePlan {
         if let (Some(name), None) = (iosched, scratch_bytes) {
             return Err(ScratchDiskError::IoschedWithoutDisk { name: name.to_string() });
         }
-        Ok(StoragePlan { scratch_bytes, swap_bytes, zram_bytes, iosched: iosched.map(str::to_string), throttle: None })
+        Ok(StoragePlan {
+            scratch_bytes,
+            swap_bytes,
+            zram_bytes,
+            iosched: iosched.map(str::to_string),
+            throttle: None,
+            pack: false,
+        })
     }
 
     /// Adds `--disk-throttle VALUE` (see [`parse_disk_throttle`]) to the
@@ -256,6 +266,12 @@ impl StoragePlan {
         }
         self.throttle = Some(throttle);
         Ok(self)
+    }
+
+    /// Notes whether the run attaches the userland pack.
+    pub fn with_pack(mut self, pack: bool) -> StoragePlan {
+        self.pack = pack;
+        self
     }
 
     /// Whether any disk is attached.

@@ -126,6 +126,20 @@ fn drivers_built_in_need_no_modules_and_missing_ones_are_errors() {
 }
 
 #[test]
+fn the_pack_alone_needs_virtio_and_ext4_and_a_kernel_without_ext4_is_refused_naming_it() {
+    let p = plan("none", "none", None).unwrap().with_pack(true);
+    let k = for_kernel(&p, Some(&cfg(DEBIAN)), true).unwrap();
+    assert_eq!(k.early_modules, ["virtio_pci", "virtio_blk", "ext4", "crc32c_generic"]);
+    let no_ext4 = cfg(&DEBIAN.replace("CONFIG_EXT4_FS=m", "# CONFIG_EXT4_FS is not set"));
+    let e = for_kernel(&p, Some(&no_ext4), true).unwrap_err().to_string();
+    assert!(e.contains("CONFIG_EXT4_FS") && e.contains("userland pack"), "{e}");
+    // With a scratch disk too, each module once.
+    let p = plan("300M", "none", None).unwrap().with_pack(true);
+    let k = for_kernel(&p, Some(&cfg(DEBIAN)), true).unwrap();
+    assert_eq!(k.early_modules, ["virtio_pci", "virtio_blk", "ext4", "crc32c_generic"]);
+}
+
+#[test]
 fn zram_is_sized_from_memory_replaces_auto_swap_and_packs_its_modules() {
     let zram = |swap: &str, z: &str| {
         StoragePlan::decide(

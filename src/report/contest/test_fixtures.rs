@@ -65,6 +65,8 @@ pub fn storage(scheduler: &str) -> StorageInfo {
         swap_device: Some("/dev/vdb".into()),
         swap_bytes: Some(512 * 1024 * 1024),
         zram: None,
+        pack_device: None,
+        pack_mount: None,
     }
 }
 
