@@ -12,7 +12,8 @@
 //! - What workloads share: `workloads::nbench` (NBENCH replay for dbench,
 //!   tbench and contest), `kernel_build` (kbuild's and contest's build,
 //!   SDET's source tree), `compiler` (the `cc` and `ld` applets),
-//!   `file_tools` (SDET's commands).
+//!   `file_tools` (SDET's commands), `scratch_space` (where contest's
+//!   files live: the scratch disk or the work directory).
 //! - `workload` (the trait every workload implements), `suite`,
 //!   `provenance`, `quiet`, `system_counters`.
 //! - At the bottom: `schema`, `console_protocol`, `reap`, `measure`,
@@ -34,6 +35,7 @@ pub mod quiet;
 pub mod reap;
 pub mod runner;
 pub mod schema;
+pub mod scratch_space;
 pub mod suite;
 pub mod system_counters;
 pub mod workload;
