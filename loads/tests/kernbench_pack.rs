@@ -39,7 +39,7 @@ macro_rules! require {
 
 /// The stand-in for Linux's top Makefile: kbuild's goals (objects,
 /// `dir/`, vmlinux, clean), outputs under `O=`. Every compile records the
-/// environment it got.
+/// environment it got and appends its object to `compiles.log`.
 const MAKEFILE: &str = "\
 O ?= .
 src := $(CURDIR)
@@ -59,6 +59,7 @@ $(O)/%.o: $(src)/%.c $(O)/include/generated/autoconf.h
 \t@mkdir -p $(dir $@)
 \tgcc -O2 -include $(O)/include/generated/autoconf.h -c -o $@ $<
 \t@echo 'cmd_$@ := gcc' > $(dir $@).$(notdir $@).cmd
+\t@echo $@ >> $(O)/compiles.log
 \t@env | sort > $(O)/make.env
 clean:
 \trm -f $(addprefix $(O)/,$(all_objs)) $(O)/vmlinux
@@ -212,12 +213,14 @@ fn run_kernbench(pack: &FakePack, target: &str, jobs: &[&str], iterations: usize
         }
         let obj = work_dir.join("kernbench/obj");
         let env = std::fs::read_to_string(obj.join("make.env")).unwrap_or_default();
+        let compiles = std::fs::read_to_string(obj.join("compiles.log")).unwrap_or_default().lines().count();
         Ok(json!({
             "params": w.params(),
             "iterations": its,
             "bounds_kept": obj.join("kernel/bounds.s").exists() && obj.join("kernel/.bounds.s.cmd").exists(),
             "build_log": work_dir.join("kernbench/build.log").exists(),
             "env": env,
+            "compiles": compiles,
         }))
     })
 }
@@ -247,6 +250,8 @@ fn assert_builds(out: &Value, levels: &[&str], objects: u64, goals: Value) {
             assert_eq!(jobs("maximal").as_deref(), Some("-j"));
         }
     }
+    let builds = its.len() * levels.len();
+    assert_eq!(out["compiles"], builds as u64 * objects, "every timed build compiled every object: {out}");
     assert_eq!(out["bounds_kept"], true, "the reset keeps what prepare made: {out}");
     assert_eq!(out["build_log"], true, "make's output goes to the log");
     // The environment is the fixed one: besides it only what make exports

@@ -25,7 +25,7 @@ use crate::userland_pack::{self, PackCommand, PackError, Ran, WORK_MOUNT};
 use crate::workload::{params_map, RunContext, Workload, WorkloadError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 use target::{Reset, Skeleton, Target};
 
 /// The workload's name.
@@ -366,6 +366,23 @@ impl Kernbench {
         }
     }
 
+    /// Writes a new marker file beside the output tree and returns its
+    /// time: objects written from now on are the next build's. The time
+    /// is the filesystem's (a coarse clock, up to a tick behind the
+    /// system's), as the objects' will be.
+    fn start_marker(&self) -> Result<SystemTime, KernbenchError> {
+        let path = self.work.join("build.start");
+        let io = |what| {
+            let path = path.clone();
+            move |source| KernbenchError::Io { what, path, source }
+        };
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io("remove")(e)),
+            _ => {}
+        }
+        std::fs::File::create(&path).and_then(|f| f.metadata()?.modified()).map_err(io("create"))
+    }
+
     /// Undoes the target's build (untimed) and syncs, as kernbench's
     /// `make clean; sync`.
     fn reset(&self) -> Result<(), KernbenchError> {
@@ -406,9 +423,7 @@ impl Workload for Kernbench {
             let flag = level.limit(self.cpus).flag();
             let mut args = vec![flag.clone()];
             args.extend(goals.iter().cloned());
-            // Objects written from here on are this build's (file times
-            // come from a coarse clock, up to a tick behind this one).
-            let since = SystemTime::now() - Duration::from_secs(1);
+            let since = self.start_marker().map_err(failed)?;
             let ran = userland_pack::run(&self.make(&args, "build.log")).map_err(failed)?;
             let objects = target::count_built(self.params.target, &self.obj, &self.skeleton, since)
                 .map_err(|source| failed(KernbenchError::Walk { path: self.obj.clone(), source }))?;

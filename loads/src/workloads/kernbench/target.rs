@@ -178,7 +178,7 @@ pub fn reset_plan(target: Target, obj: &Path, skeleton: &Skeleton) -> Result<Res
 
 /// The objects (`*.o`) a build of `target` made: those in the target's
 /// part of `obj` that the skeleton does not have and that were written at
-/// or after `since`.
+/// or after `since` (a file time taken just before the build).
 pub fn count_built(target: Target, obj: &Path, skeleton: &Skeleton, since: SystemTime) -> Result<u64, walkdir::Error> {
     let mut n = 0u64;
     for part in target.scope() {
