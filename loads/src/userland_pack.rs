@@ -17,7 +17,7 @@ use nix::fcntl::OFlag;
 use nix::mount::{mount, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::signal::{killpg, Signal};
-use nix::unistd::{chdir, chroot, fork, pipe2, setpgid, ForkResult, Pid};
+use nix::unistd::{chdir, chroot, dup2_stderr, dup2_stdin, dup2_stdout, fork, pipe2, setpgid, ForkResult, Pid};
 use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io::Read;
@@ -317,13 +317,12 @@ fn child(
     if let Err(e) = chdir(p.cwd.as_c_str()) {
         fail(Step::Chdir, e);
     }
-    // SAFETY: dup2 onto fds 0-2 of this child; the sources stay open.
-    let dups =
-        unsafe { [libc::dup2(null.as_raw_fd(), 0), libc::dup2(log.as_raw_fd(), 1), libc::dup2(log.as_raw_fd(), 2)] };
-    if dups.contains(&-1) {
-        fail(Step::Stdio, Errno::last());
+    if let Err(e) = dup2_stdin(null).and_then(|()| dup2_stdout(log)).and_then(|()| dup2_stderr(log)) {
+        fail(Step::Stdio, e);
     }
     let Some(program) = p.argv.first() else { fail(Step::Exec, Errno::ENOENT) };
+    // libc's execve, not nix's: nix builds the pointer arrays in the
+    // child, an allocation after fork.
     // SAFETY: both arrays are NUL-terminated and point into `p`, alive
     // until the exec.
     unsafe { libc::execve(program.as_ptr(), argv.as_ptr(), env.as_ptr()) };
