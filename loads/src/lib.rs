@@ -7,12 +7,14 @@
 //! - `runner`: one workload's iterations, and the result document.
 //! - `applets`, the applet dispatcher; `workloads`, the workload registry
 //!   (names and `prepare`), which also gives the suite parser its names.
-//! - The workloads, `workloads::{fork, dbench, tbench, kbuild, sdet,
-//!   hackbench, contest}`: none uses another.
+//! - The workloads, `workloads::{fork, dbench, tbench, kbuild, kernbench,
+//!   sdet, hackbench, contest}`: none uses another.
 //! - What workloads share: `workloads::nbench` (NBENCH replay for dbench,
 //!   tbench and contest), `kernel_build` (kbuild's and contest's build,
 //!   SDET's source tree), `compiler` (the `cc` and `ld` applets),
-//!   `file_tools` (SDET's commands).
+//!   `file_tools` (SDET's commands), `scratch_space` (where contest's and
+//!   kernbench's files live), `userland_pack` (a command chrooted into
+//!   the read-only userland pack, reaped with its rusage).
 //! - `workload` (the trait every workload implements), `suite`,
 //!   `provenance`, `quiet`, `system_counters`.
 //! - At the bottom: `schema`, `console_protocol`, `reap`, `measure`,
@@ -34,7 +36,9 @@ pub mod quiet;
 pub mod reap;
 pub mod runner;
 pub mod schema;
+pub mod scratch_space;
 pub mod suite;
 pub mod system_counters;
+pub mod userland_pack;
 pub mod workload;
 pub mod workloads;

@@ -48,6 +48,12 @@ fn mem_total_bytes(meminfo: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The machine's MemTotal in bytes; `None` when /proc/meminfo cannot be
+/// read or has none.
+pub fn mem_total() -> Option<u64> {
+    Some(mem_total_bytes(&fs::read_to_string("/proc/meminfo").ok()?)).filter(|&b| b > 0)
+}
+
 /// The machine; `accel` as the host announced it.
 pub fn machine(accel: Option<String>) -> MachineInfo {
     let uname = nix::sys::utsname::uname().ok();

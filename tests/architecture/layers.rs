@@ -73,7 +73,8 @@ pub fn violations(graph: &ModuleGraph, base: &Path) -> Vec<String> {
 }
 
 /// The workloads of `loads`: none may name another.
-pub const LOADS_WORKLOADS: &[&str] = &["fork", "dbench", "tbench", "kbuild", "sdet", "hackbench", "contest"];
+pub const LOADS_WORKLOADS: &[&str] =
+    &["fork", "dbench", "tbench", "kbuild", "kernbench", "sdet", "hackbench", "contest"];
 
 /// The rules of `loads` that a missing cycle does not already imply:
 /// no workload names another; the shared engines (`workloads::nbench`,

@@ -13,7 +13,6 @@ pub mod background_loads;
 pub mod load_process;
 pub mod page_cache;
 pub mod ring;
-pub mod scratch_space;
 mod shared_page;
 
 use super::nbench::params::{load as load_loadfile, loadfile_in_image};
@@ -23,11 +22,11 @@ use crate::kernel_build::online_cpus;
 use crate::kernel_build::source_tree::{SourceTree, TreeSpec};
 use crate::known_loadfiles::CLIENT_TXT;
 use crate::schema::{Iteration, Metric, SystemDeltas};
+use crate::scratch_space::{self, ScratchSpace};
 use crate::system_counters::IterationCounters;
 use crate::workload::{params_map, ImageFile, RunContext, Workload, WorkloadError};
 use background_loads::{LoadEnv, LoadKind, MIB};
 use load_process::{LoadReport, LoadWindow};
-use scratch_space::ScratchSpace;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -310,7 +309,7 @@ impl Contest {
             .sum::<u64>()
             .saturating_add(dbench_bytes)
             .saturating_add(64 * MIB);
-        space.require(need).map_err(failed)?;
+        space.require(need, "contest's rows", ", or lower mem_bytes").map_err(failed)?;
 
         let root = space.dir.join("contest");
         fresh_dir(&root)?;

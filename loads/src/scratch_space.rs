@@ -1,8 +1,9 @@
-//! Where contest's files live: the scratch filesystem the init mounted at
-//! /scratch when the run has a scratch disk, else the work directory. The
-//! loads are about the block layer and the VM, so the filesystem type and
-//! free space are checked and recorded. Owns the choice and the checks;
-//! must not mount anything.
+//! Where a workload's big files live (contest's rows, kernbench's build
+//! tree): the scratch filesystem the init mounted at /scratch when the run
+//! has a scratch disk, else the work directory. What they measure touches
+//! the block layer and the VM, so the filesystem type and free space are
+//! checked and recorded. Owns the choice and the checks; must not mount
+//! anything, and names no workload.
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +14,7 @@ pub const SCRATCH_MOUNT: &str = "/scratch";
 #[derive(Debug, thiserror::Error)]
 pub enum ScratchError {
     /// The directory cannot be examined.
-    #[error("cannot examine contest's directory {path}")]
+    #[error("cannot examine the directory {path}")]
     Stat {
         /// The directory.
         path: PathBuf,
@@ -21,9 +22,11 @@ pub enum ScratchError {
         #[source]
         source: nix::Error,
     },
-    /// Not enough free space for the rows asked for.
-    #[error("contest needs {need_mib} MiB free in {path} ({fs}) for its rows, but only {free_mib} MiB are free{hint}")]
+    /// Not enough free space for what the workload asked for.
+    #[error("{who} needs {need_mib} MiB free in {path} ({fs}), but only {free_mib} MiB are free{hint}{also}")]
     TooSmall {
+        /// Who needs the space (`contest's rows`).
+        who: &'static str,
         /// The directory.
         path: PathBuf,
         /// Its filesystem type.
@@ -34,6 +37,8 @@ pub enum ScratchError {
         free_mib: u64,
         /// What to do about it.
         hint: &'static str,
+        /// What else the workload's parameters offer (`, or lower mem_bytes`).
+        also: &'static str,
     },
 }
 
@@ -73,7 +78,7 @@ pub fn fs_name(magic: i64) -> String {
     }
 }
 
-/// Chooses contest's directory: `auto` means /scratch when it is a mount
+/// Chooses the directory: `auto` means /scratch when it is a mount
 /// point, else `work_dir`; anything else is taken as given.
 pub fn choose(setting: &str, work_dir: &Path) -> Result<ScratchSpace, ScratchError> {
     let (dir, scratch_disk) = match setting {
@@ -92,12 +97,14 @@ pub fn choose(setting: &str, work_dir: &Path) -> Result<ScratchSpace, ScratchErr
 }
 
 impl ScratchSpace {
-    /// Fails unless `need` bytes are free.
-    pub fn require(&self, need: u64) -> Result<(), ScratchError> {
+    /// Fails unless `need` bytes are free; the error names `who` needs
+    /// them and ends with `also` (another remedy the caller offers).
+    pub fn require(&self, need: u64, who: &'static str, also: &'static str) -> Result<(), ScratchError> {
         if self.free_bytes >= need {
             return Ok(());
         }
         Err(ScratchError::TooSmall {
+            who,
             path: self.dir.clone(),
             fs: self.fs.clone(),
             need_mib: need.div_ceil(1 << 20),
@@ -105,8 +112,9 @@ impl ScratchSpace {
             hint: if self.scratch_disk {
                 ": give the run a larger scratch disk (bootbench run --scratch-disk SIZE)"
             } else {
-                ": give the run a scratch disk (bootbench run --scratch-disk auto), or lower mem_bytes"
+                ": give the run a scratch disk (bootbench run --scratch-disk auto)"
             },
+            also,
         })
     }
 }
@@ -121,8 +129,9 @@ mod tests {
         let s = choose(tmp.path().to_str().unwrap(), Path::new("/nonexistent")).unwrap();
         assert!(s.free_bytes > 0);
         assert!(!s.scratch_disk);
-        let e = s.require(u64::MAX).unwrap_err().to_string();
-        assert!(e.contains("MiB free in") && e.contains("scratch disk"), "{e}");
+        let e = s.require(u64::MAX, "the test", ", or ask for less").unwrap_err().to_string();
+        assert!(e.starts_with("the test needs") && e.contains("MiB free in") && e.contains("scratch disk"), "{e}");
+        assert!(e.ends_with("--scratch-disk auto), or ask for less"), "{e}");
         let e = choose("/nonexistent/contest", Path::new("/tmp")).unwrap_err().to_string();
         assert!(e.contains("/nonexistent/contest"), "{e}");
         assert_eq!(fs_name(0xEF53), "ext4");

@@ -1,0 +1,473 @@
+//! Running a program of the userland pack: the read-only Debian root the
+//! host attaches as a disk and the init mounts (at `/pack` by default). A
+//! command runs in a child that unshares its mount namespace, binds the
+//! workload's writable directory at [`WORK_MOUNT`] inside the pack, mounts
+//! proc, /dev and a tmpfs there, chroots into the pack and execs the
+//! program with a fixed environment, its output going to a log file. The
+//! caller reaps that child with `wait4`, so the figures cover the program
+//! and every process it reaped (make and its compilers). The mounts live
+//! only in the child's namespace and vanish with it. Owns the pack's
+//! layout as workloads see it, the check that a pack is there, and the
+//! child; must not decide what to run (the workloads do), nor mount
+//! anything in the caller's namespace.
+
+use crate::reap::{self, Exit, ReapError, Usage};
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::mount::{mount, MsFlags};
+use nix::sched::{unshare, CloneFlags};
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::{chdir, chroot, dup2_stderr, dup2_stdin, dup2_stdout, fork, pipe2, setpgid, ForkResult, Pid};
+use std::ffi::{CStr, CString};
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Where the init mounts the pack.
+pub const DEFAULT_PACK: &str = "/pack";
+
+/// The empty directory in the pack where a command finds the workload's
+/// writable directory.
+pub const WORK_MOUNT: &str = "/bootbench/work";
+
+/// The whole environment of a command in the pack: nothing is inherited.
+pub const ENVIRONMENT: [&str; 4] = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C", "HOME=/", "TMPDIR=/tmp"];
+
+/// The mount points every pack has (besides [`WORK_MOUNT`]).
+const MOUNT_POINTS: [&str; 4] = ["bootbench/work", "proc", "dev", "tmp"];
+
+/// How many lines of a failed command's log its error carries.
+pub const LOG_TAIL_LINES: usize = 20;
+
+/// A step of setting up the child, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// `unshare(CLONE_NEWNS)`.
+    Unshare,
+    /// Every mount made private, so nothing propagates out.
+    Private,
+    /// The work directory bound at [`WORK_MOUNT`].
+    BindWork,
+    /// proc mounted at `/proc`.
+    Proc,
+    /// The host's /dev bound at `/dev`.
+    Dev,
+    /// A tmpfs at `/tmp`.
+    Tmp,
+    /// `chroot` into the pack.
+    Chroot,
+    /// `chdir` to the command's directory.
+    Chdir,
+    /// stdin from /dev/null, stdout and stderr to the log.
+    Stdio,
+    /// `execve` of the program.
+    Exec,
+}
+
+const STEPS: [Step; 10] = [
+    Step::Unshare,
+    Step::Private,
+    Step::BindWork,
+    Step::Proc,
+    Step::Dev,
+    Step::Tmp,
+    Step::Chroot,
+    Step::Chdir,
+    Step::Stdio,
+    Step::Exec,
+];
+
+impl Step {
+    fn code(self) -> u8 {
+        STEPS.iter().position(|s| *s == self).map_or(u8::MAX, |i| i as u8)
+    }
+
+    fn from_code(c: u8) -> Option<Step> {
+        STEPS.get(usize::from(c)).copied()
+    }
+
+    /// What the step does, with its paths, for an error message.
+    pub fn describe(self, cmd: &PackCommand) -> String {
+        let p = cmd.pack.display();
+        match self {
+            Step::Unshare => "unshare the mount namespace".into(),
+            Step::Private => "make every mount private (MS_REC | MS_PRIVATE on /)".into(),
+            Step::BindWork => format!("bind-mount {} on {p}{WORK_MOUNT}", cmd.work.display()),
+            Step::Proc => format!("mount proc on {p}/proc"),
+            Step::Dev => format!("bind-mount /dev on {p}/dev"),
+            Step::Tmp => format!("mount a tmpfs on {p}/tmp"),
+            Step::Chroot => format!("chroot into {p}"),
+            Step::Chdir => format!("chdir to {} in the pack", cmd.cwd),
+            Step::Stdio => format!("redirect output to {}", cmd.log.display()),
+            Step::Exec => format!("exec {} in the pack", cmd.argv.first().map_or("", String::as_str)),
+        }
+    }
+}
+
+/// Errors of running a command in the pack.
+#[derive(Debug, thiserror::Error)]
+pub enum PackError {
+    /// The pack is not there, or lacks what the caller needs.
+    #[error("no usable userland pack at {pack}: {missing} is missing. {who} runs the pack's programs, so the run needs the pack: boot with `bootbench run --pack` (the host attaches it and the init mounts it at {DEFAULT_PACK}), or give the {who} parameter `pack` where it is mounted")]
+    Missing {
+        /// The pack's root.
+        pack: PathBuf,
+        /// The path that is missing.
+        missing: PathBuf,
+        /// Who needs it (`kernbench`).
+        who: &'static str,
+    },
+    /// A path or argument holds a NUL byte.
+    #[error("{0:?} holds a NUL byte and cannot be passed to the kernel")]
+    Nul(String),
+    /// A file of the caller's (the log, /dev/null).
+    #[error("cannot {what} {path}")]
+    Io {
+        /// The operation.
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `pipe2` or `fork` failed.
+    #[error("cannot start the child for `{command}`: {what} failed")]
+    Spawn {
+        /// The command.
+        command: String,
+        /// `pipe2` or `fork`.
+        what: &'static str,
+        /// errno.
+        #[source]
+        source: nix::Error,
+    },
+    /// A step of the child's set-up failed.
+    #[error("the child for `{command}` could not {step}")]
+    Setup {
+        /// The command.
+        command: String,
+        /// [`Step::describe`].
+        step: String,
+        /// errno.
+        #[source]
+        source: nix::Error,
+    },
+    /// Reaping the child failed.
+    #[error("reaping the child for `{command}`")]
+    Reap {
+        /// The command.
+        command: String,
+        /// The wait error.
+        #[source]
+        source: ReapError,
+    },
+    /// The command ran and failed.
+    #[error("`{command}` failed in the pack ({exit}); the last lines of {log}:\n{tail}")]
+    Failed {
+        /// The command.
+        command: String,
+        /// How it ended.
+        exit: Exit,
+        /// Its log.
+        log: PathBuf,
+        /// The last [`LOG_TAIL_LINES`] lines of the log.
+        tail: String,
+    },
+}
+
+/// Fails unless `pack` holds every path of `needs` (relative to its root)
+/// and the mount points a command needs; `who` is named in the error.
+pub fn check(pack: &Path, needs: &[&str], who: &'static str) -> Result<(), PackError> {
+    for rel in needs.iter().chain(MOUNT_POINTS.iter()) {
+        let path = pack.join(rel);
+        // `symlink_metadata`: a pack's /usr/bin/cc is a symlink into
+        // itself, which only resolves inside the chroot.
+        if std::fs::symlink_metadata(&path).is_err() {
+            return Err(PackError::Missing { pack: pack.to_path_buf(), missing: path, who });
+        }
+    }
+    Ok(())
+}
+
+/// One command to run in the pack.
+#[derive(Debug, Clone)]
+pub struct PackCommand {
+    /// The pack's root (read-only).
+    pub pack: PathBuf,
+    /// The writable directory bound at [`WORK_MOUNT`].
+    pub work: PathBuf,
+    /// The working directory inside the pack.
+    pub cwd: String,
+    /// The program (an absolute path inside the pack) and its arguments.
+    pub argv: Vec<String>,
+    /// Where stdout and stderr go (outside the pack, e.g. in `work`).
+    pub log: PathBuf,
+}
+
+impl PackCommand {
+    /// The command line, for messages.
+    pub fn command_line(&self) -> String {
+        self.argv.join(" ")
+    }
+}
+
+/// What a command cost: wall time from fork to reap, and the rusage of
+/// the child and every descendant it reaped.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ran {
+    /// Seconds from fork to reap (CLOCK_MONOTONIC).
+    pub elapsed_s: f64,
+    /// `wait4`'s rusage.
+    pub usage: Usage,
+}
+
+/// Everything the child needs, built before the fork so that the child
+/// only makes system calls.
+struct Prepared {
+    pack: CString,
+    work: CString,
+    work_mount: CString,
+    proc_dir: CString,
+    dev_dir: CString,
+    tmp_dir: CString,
+    cwd: CString,
+    argv: Vec<CString>,
+    env: Vec<CString>,
+}
+
+fn cstring(s: &[u8]) -> Result<CString, PackError> {
+    CString::new(s).map_err(|_| PackError::Nul(String::from_utf8_lossy(s).into_owned()))
+}
+
+fn cpath(p: &Path) -> Result<CString, PackError> {
+    cstring(p.as_os_str().as_bytes())
+}
+
+impl Prepared {
+    fn new(cmd: &PackCommand) -> Result<Prepared, PackError> {
+        let inside = |rel: &str| cpath(&cmd.pack.join(rel));
+        Ok(Prepared {
+            pack: cpath(&cmd.pack)?,
+            work: cpath(&cmd.work)?,
+            work_mount: inside(WORK_MOUNT.trim_start_matches('/'))?,
+            proc_dir: inside("proc")?,
+            dev_dir: inside("dev")?,
+            tmp_dir: inside("tmp")?,
+            cwd: cstring(cmd.cwd.as_bytes())?,
+            argv: cmd.argv.iter().map(|a| cstring(a.as_bytes())).collect::<Result<_, _>>()?,
+            env: ENVIRONMENT.iter().map(|e| cstring(e.as_bytes())).collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+fn pointers(v: &[CString]) -> Vec<*const libc::c_char> {
+    v.iter().map(|c| c.as_ptr()).chain(std::iter::once(std::ptr::null())).collect()
+}
+
+/// The child: set up, exec, or report the failed step and its errno on
+/// `report` and `_exit(127)`. Allocates nothing.
+fn child(
+    p: &Prepared,
+    argv: &[*const libc::c_char],
+    env: &[*const libc::c_char],
+    report: RawFd,
+    log: BorrowedFd,
+    null: BorrowedFd,
+) -> ! {
+    let fail = |step: Step, e: Errno| -> ! {
+        let mut rec = [0u8; 5];
+        rec[0] = step.code();
+        rec[1..].copy_from_slice(&(e as i32).to_le_bytes());
+        // SAFETY: writes a local buffer to the report pipe, then leaves
+        // without running anything of the parent's.
+        unsafe {
+            libc::write(report, rec.as_ptr().cast(), rec.len());
+            libc::_exit(127)
+        }
+    };
+    let none: Option<&CStr> = None;
+    // Its own group, so a failure can kill whatever make left.
+    let _ = setpgid(Pid::from_raw(0), Pid::from_raw(0));
+    if let Err(e) = unshare(CloneFlags::CLONE_NEWNS) {
+        fail(Step::Unshare, e);
+    }
+    if let Err(e) = mount(none, c"/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none) {
+        fail(Step::Private, e);
+    }
+    if let Err(e) = mount(Some(p.work.as_c_str()), p.work_mount.as_c_str(), none, MsFlags::MS_BIND, none) {
+        fail(Step::BindWork, e);
+    }
+    let nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    if let Err(e) = mount(Some(c"proc"), p.proc_dir.as_c_str(), Some(c"proc"), nodev | MsFlags::MS_NOEXEC, none) {
+        fail(Step::Proc, e);
+    }
+    if let Err(e) = mount(Some(c"/dev"), p.dev_dir.as_c_str(), none, MsFlags::MS_BIND | MsFlags::MS_REC, none) {
+        fail(Step::Dev, e);
+    }
+    if let Err(e) = mount(Some(c"tmpfs"), p.tmp_dir.as_c_str(), Some(c"tmpfs"), nodev, Some(c"mode=1777")) {
+        fail(Step::Tmp, e);
+    }
+    if let Err(e) = chroot(p.pack.as_c_str()) {
+        fail(Step::Chroot, e);
+    }
+    if let Err(e) = chdir(p.cwd.as_c_str()) {
+        fail(Step::Chdir, e);
+    }
+    if let Err(e) = dup2_stdin(null).and_then(|()| dup2_stdout(log)).and_then(|()| dup2_stderr(log)) {
+        fail(Step::Stdio, e);
+    }
+    let Some(program) = p.argv.first() else { fail(Step::Exec, Errno::ENOENT) };
+    // libc's execve, not nix's: nix builds the pointer arrays in the
+    // child, an allocation after fork.
+    // SAFETY: both arrays are NUL-terminated and point into `p`, alive
+    // until the exec.
+    unsafe { libc::execve(program.as_ptr(), argv.as_ptr(), env.as_ptr()) };
+    fail(Step::Exec, Errno::last())
+}
+
+/// The last `n` lines of the file at `path`, or a note that it is empty
+/// or unreadable.
+pub fn log_tail(path: &Path, n: usize) -> String {
+    let text = match std::fs::read(path) {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e) => return format!("(cannot read the log: {e})"),
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines.get(lines.len().saturating_sub(n)..).unwrap_or_default().join("\n");
+    if tail.trim().is_empty() {
+        "(empty log)".to_string()
+    } else {
+        tail
+    }
+}
+
+/// Runs `cmd` in the pack and reaps it: its wall time from fork to reap
+/// and its rusage (the command and every descendant it reaped). A failed
+/// set-up step names the step and the errno; a command that fails carries
+/// its exit status and the tail of its log. Nothing it started is left
+/// running when it fails.
+pub fn run(cmd: &PackCommand) -> Result<Ran, PackError> {
+    let command = cmd.command_line();
+    let p = Prepared::new(cmd)?;
+    let argv = pointers(&p.argv);
+    let env = pointers(&p.env);
+    let log =
+        File::create(&cmd.log).map_err(|source| PackError::Io { what: "create", path: cmd.log.clone(), source })?;
+    let null =
+        File::open("/dev/null").map_err(|source| PackError::Io { what: "open", path: "/dev/null".into(), source })?;
+    let spawn = |what, source| PackError::Spawn { command: command.clone(), what, source };
+    let (report_r, report_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| spawn("pipe2", e))?;
+    let t0 = Instant::now();
+    // SAFETY: the child makes system calls on what was prepared above and
+    // leaves by exec or _exit.
+    let pid = match unsafe { fork() }.map_err(|e| spawn("fork", e))? {
+        ForkResult::Child => child(&p, &argv, &env, report_w.as_raw_fd(), log.as_fd(), null.as_fd()),
+        ForkResult::Parent { child } => child,
+    };
+    drop(report_w);
+    let _ = setpgid(pid, pid);
+    let mut rec = Vec::with_capacity(5);
+    let _ = File::from(report_r).read_to_end(&mut rec);
+    let reaped = reap::wait_pid(pid);
+    let elapsed_s = t0.elapsed().as_secs_f64();
+    let reaped = match reaped {
+        Ok(r) => r,
+        Err(source) => {
+            reap::kill_and_reap(&[pid]);
+            return Err(PackError::Reap { command, source });
+        }
+    };
+    if let (Some(step), Some(errno)) = (
+        rec.first().and_then(|&c| Step::from_code(c)),
+        rec.get(1..5).and_then(|b| <[u8; 4]>::try_from(b).ok()).map(i32::from_le_bytes),
+    ) {
+        return Err(PackError::Setup { command, step: step.describe(cmd), source: Errno::from_raw(errno) });
+    }
+    if !reaped.exit.success() {
+        // make kills its jobs when it fails; a make killed by a signal
+        // cannot, so whatever is left goes with its process group.
+        let _ = killpg(pid, Signal::SIGKILL);
+        return Err(failure(cmd, reaped.exit));
+    }
+    Ok(Ran { elapsed_s, usage: reaped.usage })
+}
+
+/// The error of `cmd` having ended with `exit`: the status and the tail
+/// of its log.
+pub fn failure(cmd: &PackCommand, exit: Exit) -> PackError {
+    PackError::Failed {
+        command: cmd.command_line(),
+        exit,
+        log: cmd.log.clone(),
+        tail: log_tail(&cmd.log, LOG_TAIL_LINES),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_pack_is_named_with_the_option_that_gives_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pack = tmp.path().join("pack");
+        let e = check(&pack, &["usr/bin/make"], "kernbench").unwrap_err().to_string();
+        assert!(e.contains(&format!("{}/usr/bin/make is missing", pack.display())), "{e}");
+        assert!(e.contains("bootbench run --pack") && e.contains("kernbench"), "{e}");
+        for d in ["usr/bin", "bootbench/work", "proc", "dev"] {
+            std::fs::create_dir_all(pack.join(d)).unwrap();
+        }
+        std::fs::write(pack.join("usr/bin/make"), "").unwrap();
+        let e = check(&pack, &["usr/bin/make"], "kernbench").unwrap_err().to_string();
+        assert!(e.contains("/tmp is missing"), "the mount points are checked too: {e}");
+        std::fs::create_dir(pack.join("tmp")).unwrap();
+        check(&pack, &["usr/bin/make"], "kernbench").unwrap();
+    }
+
+    #[test]
+    fn the_log_tail_is_the_last_lines() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = tmp.path().join("log");
+        let text: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(&log, text).unwrap();
+        let tail = log_tail(&log, LOG_TAIL_LINES);
+        assert_eq!(tail.lines().count(), 20);
+        assert!(tail.starts_with("line 11\n") && tail.ends_with("line 30"), "{tail}");
+        std::fs::write(&log, "").unwrap();
+        assert_eq!(log_tail(&log, 5), "(empty log)");
+        assert!(log_tail(&tmp.path().join("nope"), 5).starts_with("(cannot read the log"));
+    }
+
+    #[test]
+    fn a_failed_command_carries_its_exit_status_and_the_tail_of_its_log() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cmd = PackCommand {
+            pack: "/pack".into(),
+            work: tmp.path().into(),
+            cwd: "/".into(),
+            argv: vec!["/usr/bin/make".into(), "-j8".into(), "vmlinux".into()],
+            log: tmp.path().join("build.log"),
+        };
+        let text: String = (1..=30).map(|i| format!("make line {i}\n")).collect();
+        std::fs::write(&cmd.log, text).unwrap();
+        let e = failure(&cmd, Exit::Code(2)).to_string();
+        assert!(e.starts_with("`/usr/bin/make -j8 vmlinux` failed in the pack (exit status 2)"), "{e}");
+        assert!(e.contains(&format!("the last lines of {}:", cmd.log.display())), "{e}");
+        assert!(e.contains("make line 11\n") && e.ends_with("make line 30"), "{e}");
+        assert!(!e.contains("make line 10\n"), "20 lines: {e}");
+        let e = failure(&cmd, Exit::Signal(9)).to_string();
+        assert!(e.contains("(killed by SIGKILL)"), "{e}");
+    }
+
+    #[test]
+    fn steps_round_trip_through_their_codes() {
+        for s in STEPS {
+            assert_eq!(Step::from_code(s.code()), Some(s));
+        }
+        assert_eq!(Step::from_code(200), None);
+    }
+}

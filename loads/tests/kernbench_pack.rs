@@ -1,0 +1,332 @@
+//! kernbench's real path on the host: a stand-in userland pack made of
+//! the host's own programs (its /usr directories bind-mounted read-only)
+//! and a tiny kernel tree whose Makefile honours `O=` and kbuild's goal
+//! names, the whole pack read-only. Each test assembles the pack in a
+//! forked child with its own mount namespace and runs the workload there,
+//! so no mount outlives the test. They need root (namespaces, chroot) and
+//! the host's make, gcc, ld, cp and find; without them a test says
+//! `skipped:` and why, and does nothing.
+
+use loads::userland_pack::{self, PackCommand, PackError};
+use loads::workload::RunContext;
+use loads::workloads;
+use nix::mount::{mount, MsFlags};
+use nix::sched::{unshare, CloneFlags};
+use nix::unistd::{fork, ForkResult};
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+const TOOLS: [&str; 5] = ["/usr/bin/make", "/usr/bin/gcc", "/usr/bin/ld", "/bin/cp", "/usr/bin/find"];
+
+/// Why this host cannot run the real path, if it cannot.
+fn missing_prerequisite(tools: &[&str]) -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("needs root for mount namespaces and chroot".into());
+    }
+    tools.iter().find(|t| !Path::new(t).exists()).map(|t| format!("needs {t} on the host"))
+}
+
+macro_rules! require {
+    ($tools:expr) => {
+        if let Some(why) = missing_prerequisite($tools) {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+}
+
+/// The stand-in for Linux's top Makefile: kbuild's goals (objects,
+/// `dir/`, vmlinux, clean), outputs under `O=`. Every compile records the
+/// environment it got and appends its object to `compiles.log`.
+const MAKEFILE: &str = "\
+O ?= .
+src := $(CURDIR)
+kernel_objs := kernel/fork.o kernel/sched/core.o
+mm_objs := mm/mmap.o
+ext4_objs := fs/ext4/inode.o
+all_objs := $(kernel_objs) $(mm_objs) fs/exec.o $(ext4_objs) block/blk-core.o
+.PHONY: kernel/ mm/ fs/ext4/ vmlinux clean $(all_objs)
+$(all_objs): %.o: $(O)/%.o
+\t@:
+kernel/: $(addprefix $(O)/,$(kernel_objs))
+mm/: $(addprefix $(O)/,$(mm_objs))
+fs/ext4/: $(addprefix $(O)/,$(ext4_objs))
+vmlinux: $(addprefix $(O)/,$(all_objs))
+\tld -r -o $(O)/vmlinux $^
+$(O)/%.o: $(src)/%.c $(O)/include/generated/autoconf.h
+\t@mkdir -p $(dir $@)
+\tgcc -O2 -include $(O)/include/generated/autoconf.h -c -o $@ $<
+\t@echo 'cmd_$@ := gcc' > $(dir $@).$(notdir $@).cmd
+\t@echo $@ >> $(O)/compiles.log
+\t@env | sort > $(O)/make.env
+clean:
+\trm -f $(addprefix $(O)/,$(all_objs)) $(O)/vmlinux
+\tfind $(O) -name '.*.o.cmd' -delete
+";
+
+const SOURCES: [&str; 6] =
+    ["kernel/fork.c", "kernel/sched/core.c", "mm/mmap.c", "fs/exec.c", "fs/ext4/inode.c", "block/blk-core.c"];
+
+/// A pack in a temporary directory: mount points for the host's
+/// directories, the tree, the prepared output skeleton.
+struct FakePack {
+    tmp: tempfile::TempDir,
+    /// (host directory, mount point in the pack), bound read-only.
+    binds: Vec<(PathBuf, PathBuf)>,
+}
+
+impl FakePack {
+    fn root(&self) -> PathBuf {
+        self.tmp.path().join("pack")
+    }
+
+    fn work_dir(&self) -> PathBuf {
+        self.tmp.path().join("work")
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// Mirrors `host` (a directory's entry) at `at`: a symlink as the same
+/// symlink, a directory as a mount point to bind.
+fn mirror(host: &Path, at: &Path, binds: &mut Vec<(PathBuf, PathBuf)>) {
+    let Ok(meta) = std::fs::symlink_metadata(host) else { return };
+    if meta.file_type().is_symlink() {
+        std::os::unix::fs::symlink(std::fs::read_link(host).unwrap(), at).unwrap();
+    } else if meta.is_dir() {
+        std::fs::create_dir_all(at).unwrap();
+        binds.push((host.to_path_buf(), at.to_path_buf()));
+    }
+}
+
+fn fake_pack(broken_source: Option<&str>) -> FakePack {
+    let tmp = tempfile::tempdir().unwrap();
+    let pack = tmp.path().join("pack");
+    for d in ["proc", "dev", "tmp", "bootbench/work", "usr/src", "etc"] {
+        std::fs::create_dir_all(pack.join(d)).unwrap();
+    }
+    std::fs::create_dir_all(tmp.path().join("work")).unwrap();
+    let mut binds = vec![(PathBuf::from("/etc"), pack.join("etc"))];
+    for top in ["bin", "sbin", "lib", "lib32", "lib64", "libx32"] {
+        mirror(&Path::new("/").join(top), &pack.join(top), &mut binds);
+    }
+    // All of the host's /usr but its src, where the pack's tree goes.
+    for e in std::fs::read_dir("/usr").unwrap() {
+        let name = e.unwrap().file_name();
+        if name != "src" {
+            mirror(&Path::new("/usr").join(&name), &pack.join("usr").join(&name), &mut binds);
+        }
+    }
+    let src = pack.join("usr/src/linux");
+    write(&src.join("Makefile"), MAKEFILE);
+    for (i, s) in SOURCES.iter().enumerate() {
+        let func = s.trim_end_matches(".c").replace(['/', '-'], "_");
+        let body = if Some(*s) == broken_source { "return }" } else { "return CONFIG_FAKE;" };
+        write(
+            &src.join(s),
+            &format!("#ifndef CONFIG_FAKE\n#error no autoconf.h\n#endif\nint {func}_{i}(void) {{ {body} }}\n"),
+        );
+    }
+    let obj = pack.join("usr/src/linux-obj");
+    for (f, text) in [
+        (".config", "CONFIG_FAKE=y\n"),
+        ("Makefile", "include /usr/src/linux/Makefile\n"),
+        ("include/generated/autoconf.h", "#define CONFIG_FAKE 1\n"),
+        ("kernel/bounds.s", "prepared\n"),
+        ("kernel/.bounds.s.cmd", "cmd_kernel/bounds.s := gcc\n"),
+        ("scripts/kconfig/conf.o", "prepared\n"),
+    ] {
+        write(&obj.join(f), text);
+        // Prepared long before any build, as in the pack.
+        let old = SystemTime::now() - Duration::from_secs(30 * 24 * 3600);
+        std::fs::File::options().write(true).open(obj.join(f)).unwrap().set_modified(old).unwrap();
+    }
+    std::os::unix::fs::symlink("/usr/src/linux", obj.join("source")).unwrap();
+    FakePack { tmp, binds }
+}
+
+fn bind_read_only(from: &Path, to: &Path, recursive: bool) -> nix::Result<()> {
+    let none: Option<&str> = None;
+    let rec = if recursive { MsFlags::MS_REC } else { MsFlags::empty() };
+    mount(Some(from), to, none, MsFlags::MS_BIND | rec, none)?;
+    mount(none, to, none, MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY, none)
+}
+
+/// Runs `f` in a forked child that has its own mount namespace with the
+/// pack assembled (read-only), and returns what it returned. The mounts
+/// end with the child.
+fn in_pack_namespace(pack: &FakePack, f: impl FnOnce() -> Result<Value, String>) -> Result<Value, String> {
+    let (r, w) = nix::unistd::pipe().unwrap();
+    let (mut r, w) = (std::fs::File::from(r), std::fs::File::from(w));
+    // SAFETY: the child runs the closure and leaves with _exit.
+    match unsafe { fork() }.unwrap() {
+        ForkResult::Child => {
+            drop(r);
+            let assemble = || -> Result<(), String> {
+                let none: Option<&str> = None;
+                unshare(CloneFlags::CLONE_NEWNS).map_err(|e| format!("unshare: {e}"))?;
+                mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
+                    .map_err(|e| format!("make / private: {e}"))?;
+                bind_read_only(&pack.root(), &pack.root(), false).map_err(|e| format!("pack read-only: {e}"))?;
+                for (from, to) in &pack.binds {
+                    bind_read_only(from, to, true).map_err(|e| format!("bind {}: {e}", from.display()))?;
+                }
+                Ok(())
+            };
+            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| assemble().and_then(|()| f())))
+                .unwrap_or_else(|_| Err("the closure panicked".into()));
+            let mut w = w;
+            let _ = w.write_all(serde_json::to_string(&out.map_err(Value::String)).unwrap_or_default().as_bytes());
+            drop(w);
+            // SAFETY: leaves the child without running the harness's code.
+            unsafe { libc::_exit(0) }
+        }
+        ForkResult::Parent { child } => {
+            drop(w);
+            let mut text = String::new();
+            r.read_to_string(&mut text).unwrap();
+            nix::sys::wait::waitpid(child, None).unwrap();
+            let out: Result<Value, Value> =
+                serde_json::from_str(&text).map_err(|e| format!("child sent {text:?}: {e}"))?;
+            out.map_err(|v| v.as_str().unwrap_or_default().to_string())
+        }
+    }
+}
+
+/// Prepares kernbench on the fake pack and runs `iterations`, returning
+/// the params, each iteration and what the output tree holds after.
+fn run_kernbench(pack: &FakePack, target: &str, jobs: &[&str], iterations: usize) -> Result<Value, String> {
+    let (root, work_dir) = (pack.root(), pack.work_dir());
+    in_pack_namespace(pack, move || {
+        let chain = |e: &dyn std::error::Error| loads::error_chain::error_chain(e);
+        let p = json!({ "pack": root, "target": target, "jobs": jobs, "dir": work_dir });
+        let ctx = RunContext::new(1, work_dir.clone());
+        let mut w = workloads::prepare("kernbench", p.as_object().unwrap(), &ctx).map_err(|e| chain(&e))?;
+        let mut its = Vec::new();
+        for _ in 0..iterations {
+            its.push(serde_json::to_value(w.run_iteration().map_err(|e| chain(&e))?).unwrap());
+        }
+        let obj = work_dir.join("kernbench/obj");
+        let env = std::fs::read_to_string(obj.join("make.env")).unwrap_or_default();
+        let compiles = std::fs::read_to_string(obj.join("compiles.log")).unwrap_or_default().lines().count();
+        Ok(json!({
+            "params": w.params(),
+            "iterations": its,
+            "bounds_kept": obj.join("kernel/bounds.s").exists() && obj.join("kernel/.bounds.s.cmd").exists(),
+            "build_log": work_dir.join("kernbench/build.log").exists(),
+            "env": env,
+            "compiles": compiles,
+        }))
+    })
+}
+
+fn assert_builds(out: &Value, levels: &[&str], objects: u64, goals: Value) {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let its = out["iterations"].as_array().unwrap();
+    for it in its {
+        let d = &it["detail"];
+        assert_eq!(d["goals"], goals, "{d}");
+        for l in levels {
+            let m = |k: &str| it["metrics"][format!("{k}_{l}")]["value"].as_f64().unwrap_or(f64::NAN);
+            let (elapsed, user, sys) = (m("elapsed"), m("user"), m("system"));
+            assert!(elapsed > 0.0 && user + sys > 0.0, "{l}: {it}");
+            assert!((m("cpu_percent") - (user + sys) / elapsed * 100.0).abs() < 1e-6, "{l}: {it}");
+            assert!(m("context_switches") >= 0.0 && m("sleeps") > 0.0, "make waits for its jobs: {l}: {it}");
+            assert_eq!(d[format!("objects_{l}")], objects, "{l}: every object rebuilt after the reset: {d}");
+        }
+        let jobs = |l: &str| d[format!("jobs_{l}")].as_str().map(str::to_string);
+        if levels.contains(&"half") {
+            assert_eq!(jobs("half"), Some(format!("-j{}", (cpus / 2).max(1))));
+        }
+        if levels.contains(&"optimal") {
+            assert_eq!(jobs("optimal"), Some(format!("-j{}", 4 * cpus)));
+        }
+        if levels.contains(&"maximal") {
+            assert_eq!(jobs("maximal").as_deref(), Some("-j"));
+        }
+    }
+    let builds = its.len() * levels.len();
+    assert_eq!(out["compiles"], builds as u64 * objects, "every timed build compiled every object: {out}");
+    assert_eq!(out["bounds_kept"], true, "the reset keeps what prepare made: {out}");
+    assert_eq!(out["build_log"], true, "make's output goes to the log");
+    // The environment is the fixed one: besides it only what make exports
+    // (its MAKE* words and the command line's `O=`) and the shell's PWD.
+    let made = |l: &&str| ["MAKE", "MFLAGS", "O=", "PWD="].iter().any(|p| l.starts_with(p));
+    let env: Vec<&str> = out["env"].as_str().unwrap().lines().filter(|l| !made(l)).collect();
+    assert_eq!(env, ["HOME=/", "LANG=C", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "TMPDIR=/tmp"], "{env:?}");
+}
+
+fn assert_no_mount_left(pack: &FakePack) {
+    for d in ["usr/bin", "proc", "bootbench/work", "etc"] {
+        let n = std::fs::read_dir(pack.root().join(d)).unwrap().count();
+        assert_eq!(n, 0, "{d} is an empty mount point again once the child is gone");
+    }
+}
+
+#[test]
+fn kernbench_builds_each_target_chrooted_in_a_read_only_pack() {
+    require!(&TOOLS);
+    let pack = fake_pack(None);
+    let out = run_kernbench(&pack, "quick", &["half", "optimal", "max"], 2).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out["params"]["jobs"], json!(["half", "optimal", "maximal"]));
+    assert_eq!(out["params"]["target"], "quick");
+    assert_builds(
+        &out,
+        &["half", "optimal", "maximal"],
+        4,
+        json!(["kernel/fork.o", "mm/mmap.o", "fs/exec.o", "block/blk-core.o"]),
+    );
+    // The real standard and full targets need gigabytes at maximal (see
+    // memory_needed_mib); the stand-in tree checks their goals and resets.
+    let out = run_kernbench(&pack, "standard", &["half", "optimal"], 2).unwrap_or_else(|e| panic!("{e}"));
+    assert_builds(&out, &["half", "optimal"], 4, json!(["kernel/", "mm/", "fs/ext4/"]));
+    let out = run_kernbench(&pack, "full", &["optimal", "half"], 2).unwrap_or_else(|e| panic!("{e}"));
+    assert_builds(&out, &["optimal", "half"], 6, json!(["vmlinux"]));
+    assert_no_mount_left(&pack);
+    assert!(!pack.root().join("usr/src/linux/kernel/fork.o").exists(), "nothing is built in the source tree");
+}
+
+#[test]
+fn kernbench_make_failure_carries_the_exit_status_and_the_log_tail() {
+    require!(&TOOLS);
+    let pack = fake_pack(Some("block/blk-core.c"));
+    let e = run_kernbench(&pack, "quick", &["optimal"], 1).unwrap_err();
+    assert!(e.contains("/usr/bin/make -C /usr/src/linux O=/bootbench/work/obj -j"), "{e}");
+    assert!(e.contains("failed in the pack (exit status 2)"), "{e}");
+    assert!(e.contains("kernbench/build.log:") && e.contains("blk-core.c") && e.contains("error:"), "gcc's words: {e}");
+    assert_no_mount_left(&pack);
+}
+
+#[test]
+fn kernbench_pack_setup_failures_name_the_step_and_the_errno() {
+    require!(&[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let pack = tmp.path().join("pack");
+    for d in ["proc", "dev", "tmp", "bootbench/work"] {
+        std::fs::create_dir_all(pack.join(d)).unwrap();
+    }
+    let cmd = |cwd: &str, program: &str| PackCommand {
+        pack: pack.clone(),
+        work: tmp.path().to_path_buf(),
+        cwd: cwd.into(),
+        argv: vec![program.into()],
+        log: tmp.path().join("log"),
+    };
+    let setup = |r: Result<userland_pack::Ran, PackError>| match r {
+        Err(e @ PackError::Setup { .. }) => loads::error_chain::error_chain(&e),
+        other => panic!("expected a set-up error, got {other:?}"),
+    };
+    let e = setup(userland_pack::run(&cmd("/bootbench/work/obj", "/usr/bin/make")));
+    assert!(e.contains("could not chdir to /bootbench/work/obj in the pack") && e.contains("ENOENT"), "{e}");
+    let e = setup(userland_pack::run(&cmd("/", "/usr/bin/make")));
+    assert!(e.contains("could not exec /usr/bin/make in the pack") && e.contains("ENOENT"), "{e}");
+    std::fs::remove_dir(pack.join("tmp")).unwrap();
+    let e = setup(userland_pack::run(&cmd("/", "/usr/bin/make")));
+    assert!(e.contains(&format!("could not mount a tmpfs on {}/tmp", pack.display())), "{e}");
+    assert!(std::fs::read_dir(pack.join("proc")).unwrap().next().is_none(), "no mount is left behind");
+}
