@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Where the init mounts the pack.
-pub const DEFAULT_PACK: &str = "/pack";
+pub const DEFAULT_PACK: &str = crate::suite::PACK_MOUNT;
 
 /// The empty directory in the pack where a command finds the workload's
 /// writable directory.
