@@ -27,7 +27,8 @@ pub struct PackTarget {
 /// give `/usr/bin/gcc` and the `cc` alternative), binutils and the C
 /// library's headers, make and the shells, the text tools of the kernel's
 /// Makefiles and scripts, and the host libraries of its tools (objtool,
-/// sign-file, kconfig's lexer and parser).
+/// sign-file, kconfig's lexer and parser); and the Linux source the guest's
+/// kernel build compiles.
 pub const BUILD_PACKAGES: &[&str] = &[
     "gcc",
     "cpp",
@@ -53,6 +54,7 @@ pub const BUILD_PACKAGES: &[&str] = &[
     "libssl-dev",
     "kmod",
     "cpio",
+    "linux-source-6.1",
 ];
 
 /// The packs bootbench knows how to build.
