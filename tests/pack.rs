@@ -1,11 +1,14 @@
 //! The userland pack built for real (mmdebstrap from the Debian archive, as
 //! root): two cold builds of the checked-in lockfile give the same image
 //! bytes, a third finds it cached and only verifies it, the image is a
-//! read-only ext4 holding the compiler, and a pin the archive does not have
-//! is refused naming the package. Slow and networked, so in the long tier.
+//! read-only ext4 holding the compiler, the Linux tree and its prepared
+//! output tree that the manifest describes, and a pin the archive does not
+//! have is refused naming the package. Slow and networked, so in the long
+//! tier.
 
 mod support;
 
+use bootbench::pack::cache::{sha256_hex, CachedPack};
 use bootbench::pack::{self, PackOptions};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,6 +25,58 @@ fn options(lockfile: PathBuf, cache: &Path) -> PackOptions {
 fn debugfs(image: &Path, what: &str) -> String {
     let out = Command::new("debugfs").arg("-R").arg(what).arg(image).output().expect("run debugfs");
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The modification time (seconds) of `path` in `image`, from debugfs's `stat`.
+fn mtime(image: &Path, path: &str) -> u64 {
+    let stat = debugfs(image, &format!("stat {path}"));
+    let hex = stat
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("mtime: 0x"))
+        .and_then(|rest| rest.split(':').next())
+        .unwrap_or_else(|| panic!("no mtime of {path}: {stat}"));
+    u64::from_str_radix(hex, 16).unwrap()
+}
+
+/// The image carries the Linux tree and its prepared output tree as the
+/// manifest says, the tarball gone, the guest's mount points empty, and
+/// generated files no older than the sources they were made from.
+fn assert_linux_tree(entry: &CachedPack, linux_version: &str) {
+    let image = entry.image();
+    let source = entry.manifest.source.as_ref().expect("the manifest describes the Linux tree");
+    assert_eq!((source.package.as_str(), source.version.as_str()), ("linux-source-6.1", linux_version));
+    assert_eq!((source.tree.as_str(), source.obj.as_str()), ("/usr/src/linux", "/usr/src/linux-obj"));
+    assert_eq!(source.make_targets, ["x86_64_defconfig", "prepare"]);
+    for (path, kind) in [
+        ("/usr/src/linux/Makefile", "regular"),
+        ("/usr/src/linux/kernel/fork.c", "regular"),
+        ("/usr/src/linux-obj/.config", "regular"),
+        ("/usr/src/linux-obj/include/generated/autoconf.h", "regular"),
+        ("/usr/src/linux-obj/scripts/basic/fixdep", "regular"),
+        ("/usr/src/linux-obj/tools/objtool/objtool", "regular"),
+        ("/usr/src/linux-obj/source", "symlink"),
+        ("/bootbench/work", "directory"),
+        ("/proc", "directory"),
+        ("/tmp", "directory"),
+    ] {
+        let stat = debugfs(&image, &format!("stat {path}"));
+        assert!(stat.contains(&format!("Type: {kind}")), "{path} is not a {kind} in the pack: {stat}");
+    }
+    let gone = debugfs(&image, "stat /usr/src/linux-source-6.1.tar.xz");
+    assert!(!gone.contains("Type:"), "the source tarball is still in the pack: {gone}");
+    let work = debugfs(&image, "ls /bootbench/work");
+    let names: Vec<&str> =
+        work.split_whitespace().filter(|w| !w.starts_with('(') && w.parse::<u64>().is_err()).collect();
+    assert_eq!(names, [".", ".."], "/bootbench/work is not empty: {work}");
+    let config = Command::new("debugfs").args(["-R", "cat /usr/src/linux-obj/.config"]).arg(&image).output().unwrap();
+    assert!(config.stdout.starts_with(b"#\n# Automatically generated file"), "not a .config");
+    assert_eq!(sha256_hex(&config.stdout), source.config_sha256, "pack.json's config_sha256 is not the .config's");
+    // make decides from these times: what prepare generated must not look older than its sources.
+    let (fork_c, autoconf) = (
+        mtime(&image, "/usr/src/linux/kernel/fork.c"),
+        mtime(&image, "/usr/src/linux-obj/include/generated/autoconf.h"),
+    );
+    assert!(fork_c < autoconf, "kernel/fork.c ({fork_c}) is not older than autoconf.h ({autoconf})");
 }
 
 #[test]
@@ -71,6 +126,7 @@ fn long_tier_a_pack_builds_reproducibly_caches_and_refuses_a_gone_pin() {
     let gcc = debugfs(&image, "stat /usr/bin/x86_64-linux-gnu-gcc-12");
     assert!(gcc.contains("Type: regular"), "no gcc-12 in the pack: {gcc}");
     assert!(debugfs(&image, "stat /usr/bin/cc").contains("Type: symlink"), "no cc alternative in the pack");
+    assert_linux_tree(&first.entry, locked.packages.get("linux-source-6.1").expect("linux-source-6.1 is locked"));
 
     // A version the archive does not have is named.
     let text = std::fs::read_to_string(lockfile()).unwrap();

@@ -1,17 +1,19 @@
 //! The two operations on a pack: `lock` installs the target's packages
 //! unpinned and writes every installed version to the lockfile; `build`
 //! installs exactly the locked versions, refuses a root that differs from
-//! the lockfile, makes the image and caches it by content (a cached pack is
-//! only verified). Work happens in a directory beside the cache and is
-//! removed afterwards, never while anything is mounted under it.
+//! the lockfile, prepares the Linux tree in it, makes the image and caches
+//! it by content (a cached pack is only verified). Work happens in a
+//! directory beside the cache and is removed afterwards, never while
+//! anything is mounted under it.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::bootstrap::{BootstrapError, BootstrapSpec};
-use super::cache::{self, CacheError, CachedPack, Manifest};
+use super::cache::{self, CacheError, CachedPack, Manifest, SourceManifest};
 use super::dpkg_status::{self, DpkgStatusError};
 use super::image::{self, ImageError, Mke2fsArgs};
+use super::linux_tree::{self, LinuxTreeError, Recipe};
 use super::lockfile::{Lockfile, LockfileError};
 use super::mirror::{self, MirrorError};
 use super::targets::{target, PackTarget, BUILDER_VERSION};
@@ -120,6 +122,9 @@ pub enum BuildError {
         #[source]
         source: LockfileError,
     },
+    /// The Linux tree could not be prepared.
+    #[error("cannot prepare the pack's Linux tree")]
+    LinuxTree(#[source] LinuxTreeError),
     /// The image could not be made.
     #[error("cannot make the pack image")]
     Image(#[source] ImageError),
@@ -245,6 +250,35 @@ pub fn build(options: &PackOptions) -> Result<BuiltPack, BuildError> {
     let installed = dpkg_status::installed_packages(&root).map_err(BuildError::Status)?;
     lockfile.check_installed(&installed).map_err(|source| BuildError::Mismatch { path: path.clone(), source })?;
 
+    image::make_mount_points(&root).map_err(BuildError::Image)?;
+    let recipe = Recipe {
+        source: target.linux,
+        jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        source_date_epoch: lockfile.source_date_epoch,
+    };
+    log(format_args!(
+        "preparing the Linux tree of {}: unpack, make {} with {} jobs",
+        target.linux.package,
+        recipe.make_targets().join(" "),
+        recipe.jobs
+    ));
+    let prepared = linux_tree::prepare(&root, &work.path, &recipe).map_err(BuildError::LinuxTree)?;
+    for (step, took) in &prepared.timings {
+        log(format_args!("  {step}: {:.1} s", took.as_secs_f64()));
+    }
+    let source = SourceManifest {
+        package: target.linux.package.into(),
+        // check_target made sure the lockfile pins it.
+        version: lockfile.packages.get(target.linux.package).cloned().unwrap_or_default(),
+        tree: linux_tree::TREE.into(),
+        obj: linux_tree::OBJ.into(),
+        build_dir: linux_tree::BUILD_DIR.into(),
+        config: target.linux.config.into(),
+        config_sha256: prepared.config_sha256,
+        make_targets: recipe.make_targets(),
+        make_env: recipe.env().iter().map(|(k, v)| format!("{k}={v}")).collect(),
+    };
+
     image::remove_volatile(&root).map_err(BuildError::Image)?;
     let size = image::clamp_and_measure(&root, lockfile.source_date_epoch).map_err(BuildError::Image)?;
     let image_path = work.path.join(cache::IMAGE_FILE);
@@ -262,7 +296,9 @@ pub fn build(options: &PackOptions) -> Result<BuiltPack, BuildError> {
         (args.blocks * image::BLOCK_SIZE) >> 20
     ));
     let conf = work.path.join("mke2fs.conf");
+    let imaging = Instant::now();
     image::make_image(&args, &conf, lockfile.source_date_epoch).map_err(BuildError::Image)?;
+    log(format_args!("image made in {:.1} s; removing the root", imaging.elapsed().as_secs_f64()));
     work.remove_inside(&root)?;
     for scratch in [conf.clone(), conf.with_file_name("debugfs.cmds")] {
         std::fs::remove_file(&scratch).map_err(|source| BuildError::Io { action: "remove", path: scratch, source })?;
@@ -281,6 +317,7 @@ pub fn build(options: &PackOptions) -> Result<BuiltPack, BuildError> {
         image: cache::IMAGE_FILE.into(),
         image_sha256,
         image_bytes,
+        source: Some(source),
         packages: lockfile.pins(),
     };
     cache::write_manifest(&work.path, &manifest).map_err(BuildError::Cache)?;

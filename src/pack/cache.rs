@@ -68,8 +68,36 @@ pub struct Manifest {
     pub image_sha256: String,
     /// The image's size in bytes.
     pub image_bytes: u64,
+    /// The Linux tree the image carries prepared (none before builder 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceManifest>,
     /// Every installed package as `name=version`, sorted.
     pub packages: Vec<String>,
+}
+
+/// The Linux tree in a pack: where it is, and how its output tree was
+/// configured and prepared.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceManifest {
+    /// The Debian package of the source.
+    pub package: String,
+    /// Its version.
+    pub version: String,
+    /// The source tree, in the image.
+    pub tree: String,
+    /// The prepared output tree, in the image.
+    pub obj: String,
+    /// Where the output tree was prepared: a writable copy of it there
+    /// builds objects without redoing the preparation.
+    pub build_dir: String,
+    /// The configuration target.
+    pub config: String,
+    /// sha256 of the output tree's `.config` (hex).
+    pub config_sha256: String,
+    /// The make targets run, in order.
+    pub make_targets: Vec<String>,
+    /// The whole environment make ran with (`NAME=value`).
+    pub make_env: Vec<String>,
 }
 
 /// sha256 of `bytes`, lowercase hex.
@@ -194,8 +222,31 @@ mod tests {
             image: IMAGE_FILE.into(),
             image_sha256: sha256_hex(b"image"),
             image_bytes: 5,
+            source: None,
             packages: vec!["make=4.3-4.1".into()],
         }
+    }
+
+    #[test]
+    fn a_manifest_without_a_source_reads_and_one_with_it_round_trips() {
+        let mut m = manifest("k");
+        let text = serde_json::to_string(&m).unwrap();
+        assert!(!text.contains("source"), "{text}");
+        assert_eq!(serde_json::from_str::<Manifest>(&text).unwrap(), m);
+        m.source = Some(SourceManifest {
+            package: "linux-source-6.1".into(),
+            version: "6.1.176-1".into(),
+            tree: "/usr/src/linux".into(),
+            obj: "/usr/src/linux-obj".into(),
+            build_dir: "/bootbench/work/obj".into(),
+            config: "x86_64_defconfig".into(),
+            config_sha256: sha256_hex(b"config"),
+            make_targets: vec!["x86_64_defconfig".into(), "prepare".into()],
+            make_env: vec!["LANG=C".into()],
+        });
+        let text = serde_json::to_string(&m).unwrap();
+        assert!(text.contains(&format!("\"config_sha256\":\"{}\"", sha256_hex(b"config"))), "{text}");
+        assert_eq!(serde_json::from_str::<Manifest>(&text).unwrap(), m);
     }
 
     #[test]

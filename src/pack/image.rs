@@ -1,6 +1,8 @@
 //! The pack's read-only ext4 image, made reproducibly from a root tree:
-//! files that differ from one install to the next are removed, modification
-//! times clamped to `SOURCE_DATE_EPOCH`, the size computed from the tree,
+//! the guest's mount points made, files that differ from one install to the
+//! next removed, modification times clamped to `SOURCE_DATE_EPOCH` (earlier
+//! times are kept, so a file generated from a source is never older than
+//! it), the size computed from the tree's contents,
 //! and `mke2fs -d` run with a private configuration, a fixed UUID and hash
 //! seed and a fake clock. mke2fs copies the host's change and access times
 //! of each file, which no one can set, so `debugfs` sets them afterwards
@@ -36,6 +38,17 @@ pub const VOLATILE: &[&str] = &[
     "var/cache/apt/*",
     "var/lib/apt/lists/*",
     "etc/machine-id",
+];
+
+/// The directories the guest mounts on, relative to the root, with the
+/// mode each is made with when the install did not make it.
+pub const MOUNT_POINTS: &[(&str, u32)] = &[
+    ("proc", 0o555),
+    ("sys", 0o555),
+    ("dev", 0o755),
+    ("tmp", 0o1777),
+    ("bootbench", 0o755),
+    ("bootbench/work", 0o755),
 ];
 
 /// mke2fs's configuration: only what the image needs, so that the host's
@@ -270,8 +283,47 @@ pub fn remove_volatile(root: &Path) -> Result<(), ImageError> {
     Ok(())
 }
 
-/// Walks `root`: sets every modification (and access) time later than
-/// `epoch` to `epoch`, symlinks included, and counts inodes and blocks.
+/// Makes the [`MOUNT_POINTS`] that `root` lacks; an existing one must be a
+/// directory (not a symlink out of the pack).
+pub fn make_mount_points(root: &Path) -> Result<(), ImageError> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    for (dir, mode) in MOUNT_POINTS {
+        let path = root.join(dir);
+        match fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_dir() => continue,
+            Ok(_) => {
+                let source = std::io::Error::new(std::io::ErrorKind::AlreadyExists, "not a directory");
+                return Err(ImageError::Io { action: "use as a mount point", path, source });
+            }
+            Err(_) => {}
+        }
+        let err = |action| {
+            let path = path.clone();
+            move |source| ImageError::Io { action, path, source }
+        };
+        fs::DirBuilder::new().mode(*mode).create(&path).map_err(err("create directory"))?;
+        // The mode without the caller's umask.
+        fs::set_permissions(&path, fs::Permissions::from_mode(*mode)).map_err(err("set the mode of"))?;
+    }
+    Ok(())
+}
+
+/// The blocks mke2fs gives a directory whose entries have names of these
+/// lengths: each entry takes 8 bytes and its name padded to 4, `.` and
+/// `..` 12 each, and a block holds 4096 bytes less its 12-byte checksum
+/// tail and (at worst) the room an entry did not fit in. The host's own
+/// size of a directory depends on its filesystem and history (entries made
+/// and removed during an install or a parallel make), which the image's
+/// size must not.
+pub fn dir_blocks(name_lengths: impl IntoIterator<Item = usize>) -> u64 {
+    let bytes: u64 = 24 + name_lengths.into_iter().map(|len| 8 + (len as u64).div_ceil(4) * 4).sum::<u64>();
+    let usable = BLOCK_SIZE - 12 - (8 + 256);
+    bytes.div_ceil(usable).max(1)
+}
+
+/// Walks `root`: sets every modification time later than `epoch` to
+/// `epoch` (the access time with it), symlinks included, keeping earlier
+/// ones, and counts inodes and blocks.
 pub fn clamp_and_measure(root: &Path, epoch: u64) -> Result<TreeSize, ImageError> {
     let mut size = TreeSize::default();
     let mut seen = std::collections::HashSet::new();
@@ -287,12 +339,14 @@ fn clamp_walk(
 ) -> Result<(), ImageError> {
     let meta =
         fs::symlink_metadata(path).map_err(|source| ImageError::Io { action: "stat", path: path.into(), source })?;
+    let mut dir_size = 0;
     if meta.is_dir() {
         let mut children: Vec<PathBuf> = fs::read_dir(path)
             .map_err(|source| ImageError::Io { action: "list", path: path.into(), source })?
             .filter_map(|e| Some(e.ok()?.path()))
             .collect();
         children.sort();
+        dir_size = dir_blocks(children.iter().map(|c| c.file_name().map_or(0, |n| n.len())));
         for child in children {
             clamp_walk(&child, epoch, size, seen)?;
         }
@@ -300,12 +354,16 @@ fn clamp_walk(
     if seen.insert((meta.dev(), meta.ino())) {
         size.inodes += 1;
         let long_symlink = meta.file_type().is_symlink() && meta.len() >= 60;
-        if meta.is_file() || meta.is_dir() || long_symlink {
+        if meta.is_dir() {
+            size.blocks += dir_size;
+        } else if meta.is_file() || long_symlink {
             size.blocks += meta.len().div_ceil(BLOCK_SIZE);
         }
     }
     let epoch_i64 = i64::try_from(epoch).unwrap_or(i64::MAX);
-    if meta.mtime() > epoch_i64 || meta.atime() > epoch_i64 {
+    // Only the modification time decides: an earlier one is kept even when
+    // the file was read since (its access time is the image's anyway).
+    if (meta.mtime(), meta.mtime_nsec()) > (epoch_i64, 0) {
         let time = nix::sys::time::TimeSpec::new(epoch_i64, 0);
         nix::sys::stat::utimensat(
             nix::fcntl::AT_FDCWD,
@@ -424,6 +482,65 @@ mod tests {
         // 99_000 data + 752 inode-table + 8192 margin = 107_944 blocks -> 422 MiB.
         assert_eq!(size.fs_blocks(), 422 * 256);
         assert_eq!(size.fs_blocks() % 256, 0);
+    }
+
+    #[test]
+    fn only_modification_times_after_the_epoch_are_clamped() {
+        use nix::sys::time::TimeSpec;
+        let root = tempfile::tempdir().unwrap();
+        let set = |name: &str, atime: i64, mtime: (i64, i64)| {
+            let path = root.path().join(name);
+            fs::write(&path, b"x").unwrap();
+            let (a, m) = (TimeSpec::new(atime, 0), TimeSpec::new(mtime.0, mtime.1));
+            nix::sys::stat::utimensat(
+                nix::fcntl::AT_FDCWD,
+                &path,
+                &a,
+                &m,
+                nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+            )
+            .unwrap();
+        };
+        // A source read after the epoch, a file generated after it, one a
+        // fraction of a second after it.
+        set("source.c", 2_000, (500, 0));
+        set("generated.o", 2_000, (1_500, 7));
+        set("late.o", 900, (1_000, 1));
+        clamp_and_measure(root.path(), 1_000).unwrap();
+        let mtime = |name: &str| {
+            let m = fs::metadata(root.path().join(name)).unwrap();
+            (m.mtime(), m.mtime_nsec())
+        };
+        assert_eq!(mtime("source.c"), (500, 0));
+        assert_eq!(mtime("generated.o"), (1_000, 0));
+        assert_eq!(mtime("late.o"), (1_000, 0));
+    }
+
+    #[test]
+    fn a_directory_is_sized_from_its_entries() {
+        assert_eq!(dir_blocks([]), 1);
+        // 24 + 300 * (8 + 12) = 6024 bytes over 3820 a block.
+        assert_eq!(dir_blocks(std::iter::repeat_n(10, 300)), 2);
+        assert_eq!(dir_blocks(std::iter::repeat_n(255, 14)), 1);
+        assert_eq!(dir_blocks(std::iter::repeat_n(255, 15)), 2);
+    }
+
+    #[test]
+    fn missing_mount_points_are_made_with_their_modes() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        fs::create_dir(root.path().join("proc")).unwrap();
+        fs::set_permissions(root.path().join("proc"), fs::Permissions::from_mode(0o700)).unwrap();
+        make_mount_points(root.path()).unwrap();
+        let mode = |d: &str| fs::metadata(root.path().join(d)).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode("proc"), 0o700, "an existing mount point is left as it is");
+        assert_eq!(mode("tmp"), 0o1777);
+        assert_eq!(mode("bootbench/work"), 0o755);
+        assert_eq!(fs::read_dir(root.path().join("bootbench/work")).unwrap().count(), 0);
+        fs::remove_dir(root.path().join("sys")).unwrap();
+        std::os::unix::fs::symlink("/sys", root.path().join("sys")).unwrap();
+        let err = make_mount_points(root.path()).unwrap_err().to_string();
+        assert!(err.starts_with("cannot use as a mount point"), "{err}");
     }
 
     #[test]

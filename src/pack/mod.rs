@@ -1,8 +1,8 @@
 //! The userland pack: a read-only ext4 image of Debian's build userland
-//! (gcc, binutils, make, a shell and the tools a kernel build runs) for the
-//! guest's workloads to exec. The host builds it with `mmdebstrap` from a
-//! checked-in lockfile of exact package versions, reproducibly, and caches
-//! it by content. This module never installs a package on the host and
+//! (gcc, binutils, make, a shell and the tools a kernel build runs) and a
+//! prepared Linux source tree, for the guest's workloads to exec. The host
+//! builds it with `mmdebstrap` from a checked-in lockfile of exact package
+//! versions, reproducibly, and caches it by content. This module never installs a package on the host and
 //! never names a mirror (the machine's apt sources give it); it knows
 //! nothing of booting.
 //!
@@ -10,6 +10,8 @@
 //! - [`dpkg_status`]: the packages a built root has;
 //! - [`mirror`]: the mirror, from the machine's apt sources;
 //! - [`bootstrap`]: mmdebstrap's run and its failures;
+//! - [`linux_tree`]: the Linux source unpacked and its output tree
+//!   prepared, in a chroot of the root;
 //! - [`image`]: the reproducible ext4 image;
 //! - [`cache`]: the content-addressed cache and the manifest;
 //! - [`targets`]: the packs there are and the packages they ask for;
@@ -20,6 +22,7 @@ pub mod build;
 pub mod cache;
 pub mod dpkg_status;
 pub mod image;
+pub mod linux_tree;
 pub mod lockfile;
 pub mod mirror;
 pub mod targets;

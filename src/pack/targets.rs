@@ -1,12 +1,34 @@
 //! The packs bootbench can build: each guest arch's Debian suite and
-//! architecture, the packages asked for and where the lockfile lives, and
-//! the version of the recipe that turns a lockfile into an image. Data
-//! only.
+//! architecture, the packages asked for, the Linux source it carries
+//! prepared and where the lockfile lives, and the version of the recipe
+//! that turns a lockfile into an image. Data only.
 
 /// The version of the recipe that turns a lockfile into an image. Bump it
 /// when the image's bytes change for the same lockfile (mmdebstrap options,
 /// removed files, mke2fs settings): it is part of the cache key.
-pub const BUILDER_VERSION: u32 = 1;
+///
+/// - 1: the build userland.
+/// - 2: the Linux source unpacked at /usr/src/linux (its tarball removed),
+///   an output tree configured and prepared (as /bootbench/work/obj, where
+///   the guest's copy of it goes) at /usr/src/linux-obj, the guest's mount
+///   points made (/bootbench/work among them), directories sized from
+///   their entries rather than the host's, and modification times before
+///   `SOURCE_DATE_EPOCH` kept (builder 1 made every one the epoch: a later
+///   access time made it clamp the file).
+pub const BUILDER_VERSION: u32 = 2;
+
+/// The Linux source a pack carries, unpacked and prepared (see
+/// `pack::linux_tree`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinuxSource {
+    /// The Debian package that ships the source tarball (also in the
+    /// target's packages, so the lockfile pins it).
+    pub package: &'static str,
+    /// The tarball it installs, an absolute path in the root.
+    pub tarball: &'static str,
+    /// The kernel's configuration target.
+    pub config: &'static str,
+}
 
 /// A pack's target: the guest arch and what Debian calls it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,13 +43,16 @@ pub struct PackTarget {
     pub packages: &'static [&'static str],
     /// The lockfile, relative to the repository.
     pub lockfile: &'static str,
+    /// The Linux source carried prepared.
+    pub linux: LinuxSource,
 }
 
 /// What a kernel build needs: the compiler (the unversioned `gcc` and `cpp`
 /// give `/usr/bin/gcc` and the `cc` alternative), binutils and the C
 /// library's headers, make and the shells, the text tools of the kernel's
 /// Makefiles and scripts, and the host libraries of its tools (objtool,
-/// sign-file, kconfig's lexer and parser).
+/// sign-file, kconfig's lexer and parser); and the Linux source the guest's
+/// kernel build compiles, which the recipe unpacks and prepares.
 pub const BUILD_PACKAGES: &[&str] = &[
     "gcc",
     "cpp",
@@ -53,6 +78,7 @@ pub const BUILD_PACKAGES: &[&str] = &[
     "libssl-dev",
     "kmod",
     "cpio",
+    "linux-source-6.1",
 ];
 
 /// The packs bootbench knows how to build.
@@ -62,9 +88,27 @@ pub const TARGETS: &[PackTarget] = &[PackTarget {
     suite: "bookworm",
     packages: BUILD_PACKAGES,
     lockfile: "packs/x86_64.lock",
+    linux: LinuxSource {
+        package: "linux-source-6.1",
+        tarball: "/usr/src/linux-source-6.1.tar.xz",
+        config: "x86_64_defconfig",
+    },
 }];
 
 /// The target of guest arch `arch`, if there is a pack for it.
 pub fn target(arch: &str) -> Option<&'static PackTarget> {
     TARGETS.iter().find(|t| t.arch == arch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_target_installs_the_package_of_its_linux_source() {
+        for t in TARGETS {
+            assert!(t.packages.contains(&t.linux.package), "{} does not ask for {}", t.arch, t.linux.package);
+            assert!(t.linux.tarball.starts_with(&format!("/usr/src/{}", t.linux.package)), "{}", t.linux.tarball);
+        }
+    }
 }
