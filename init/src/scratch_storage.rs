@@ -202,8 +202,7 @@ fn mount_pack(serial: &str) -> Result<String, StorageError> {
 /// when nothing was asked) and every failure; a failed piece is left out
 /// and the rest still goes on.
 pub fn setup(cmdline: &CmdlineConfig) -> (Option<StorageInfo>, Vec<StorageError>) {
-    if cmdline.scratch.is_none() && cmdline.swap.is_none() && cmdline.zram_bytes.is_none() && cmdline.pack.is_none()
-    {
+    if cmdline.scratch.is_none() && cmdline.swap.is_none() && cmdline.zram_bytes.is_none() && cmdline.pack.is_none() {
         return (None, Vec::new());
     }
     let mut info = StorageInfo::default();

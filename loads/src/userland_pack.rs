@@ -36,6 +36,38 @@ pub const WORK_MOUNT: &str = "/bootbench/work";
 /// The whole environment of a command in the pack: nothing is inherited.
 pub const ENVIRONMENT: [&str; 4] = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C", "HOME=/", "TMPDIR=/tmp"];
 
+/// The pack's make environment, in the pack: `KEY=VALUE` lines (the kernel
+/// build's timestamp, user and host, `SOURCE_DATE_EPOCH`) that the
+/// preparation of its Linux tree ran with, and that every build in it adds
+/// to [`ENVIRONMENT`] so that nothing prepared is made again.
+pub const MAKE_ENV_FILE: &str = "/bootbench/make.env";
+
+/// Whether `key` may come from [`MAKE_ENV_FILE`]: only what fixes what
+/// kbuild generates, never `PATH` or anything else a build would follow.
+pub fn is_pack_make_env(key: &str) -> bool {
+    key == "SOURCE_DATE_EPOCH" || key.starts_with("KBUILD_BUILD_")
+}
+
+/// The entries of the pack's [`MAKE_ENV_FILE`] under `pack` that
+/// [`is_pack_make_env`] allows, as `KEY=VALUE`; none when the file is
+/// missing. A line of another shape, or another key, is an error naming it.
+pub fn pack_make_env(pack: &Path) -> Result<Vec<String>, PackError> {
+    let path = pack.join(MAKE_ENV_FILE.trim_start_matches('/'));
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(PackError::Io { what: "read", path, source }),
+    };
+    let mut env = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        match line.split_once('=') {
+            Some((k, _)) if is_pack_make_env(k) && !line.contains('\0') => env.push(line.to_string()),
+            _ => return Err(PackError::MakeEnv { path, line: line.to_string() }),
+        }
+    }
+    Ok(env)
+}
+
 /// The mount points every pack has (besides [`WORK_MOUNT`]).
 const MOUNT_POINTS: [&str; 4] = ["bootbench/work", "proc", "dev", "tmp"];
 
@@ -134,6 +166,14 @@ pub enum PackError {
         #[source]
         source: std::io::Error,
     },
+    /// The pack's make environment has a line it may not have.
+    #[error("{path}: line '{line}' is not KEY=VALUE with a SOURCE_DATE_EPOCH or KBUILD_BUILD_* key")]
+    MakeEnv {
+        /// The file.
+        path: PathBuf,
+        /// The line.
+        line: String,
+    },
     /// `pipe2` or `fork` failed.
     #[error("cannot start the child for `{command}`: {what} failed")]
     Spawn {
@@ -206,6 +246,9 @@ pub struct PackCommand {
     pub argv: Vec<String>,
     /// Where stdout and stderr go (outside the pack, e.g. in `work`).
     pub log: PathBuf,
+    /// `KEY=VALUE` entries added to [`ENVIRONMENT`] (the pack's
+    /// [`MAKE_ENV_FILE`] for its builds).
+    pub extra_env: Vec<String>,
 }
 
 impl PackCommand {
@@ -259,7 +302,12 @@ impl Prepared {
             tmp_dir: inside("tmp")?,
             cwd: cstring(cmd.cwd.as_bytes())?,
             argv: cmd.argv.iter().map(|a| cstring(a.as_bytes())).collect::<Result<_, _>>()?,
-            env: ENVIRONMENT.iter().map(|e| cstring(e.as_bytes())).collect::<Result<_, _>>()?,
+            env: ENVIRONMENT
+                .iter()
+                .copied()
+                .chain(cmd.extra_env.iter().map(String::as_str))
+                .map(|e| cstring(e.as_bytes()))
+                .collect::<Result<_, _>>()?,
         })
     }
 }
@@ -429,6 +477,21 @@ mod tests {
     }
 
     #[test]
+    fn the_packs_make_env_gives_only_what_fixes_kbuilds_output() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(pack_make_env(tmp.path()).unwrap().is_empty(), "no file, nothing added");
+        let file = tmp.path().join("bootbench/make.env");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, "KBUILD_BUILD_USER=bootbench\n\nSOURCE_DATE_EPOCH=1796190798\n").unwrap();
+        assert_eq!(pack_make_env(tmp.path()).unwrap(), ["KBUILD_BUILD_USER=bootbench", "SOURCE_DATE_EPOCH=1796190798"]);
+        for bad in ["PATH=/evil", "KBUILD_BUILD_USER", "LD_PRELOAD=/x.so"] {
+            std::fs::write(&file, format!("KBUILD_BUILD_HOST=bootbench\n{bad}\n")).unwrap();
+            let e = pack_make_env(tmp.path()).unwrap_err().to_string();
+            assert!(e.contains(&format!("'{bad}'")) && e.contains("make.env"), "{e}");
+        }
+    }
+
+    #[test]
     fn the_log_tail_is_the_last_lines() {
         let tmp = tempfile::tempdir().unwrap();
         let log = tmp.path().join("log");
@@ -451,6 +514,7 @@ mod tests {
             cwd: "/".into(),
             argv: vec!["/usr/bin/make".into(), "-j8".into(), "vmlinux".into()],
             log: tmp.path().join("build.log"),
+            extra_env: Vec::new(),
         };
         let text: String = (1..=30).map(|i| format!("make line {i}\n")).collect();
         std::fs::write(&cmd.log, text).unwrap();

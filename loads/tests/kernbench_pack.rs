@@ -122,6 +122,8 @@ fn fake_pack(broken_source: Option<&str>) -> FakePack {
             mirror(&Path::new("/usr").join(&name), &pack.join("usr").join(&name), &mut binds);
         }
     }
+    // The preparation's make environment, which every build adds to its own.
+    write(&pack.join("bootbench/make.env"), "KBUILD_BUILD_USER=bootbench\nSOURCE_DATE_EPOCH=1\n");
     let src = pack.join("usr/src/linux");
     write(&src.join("Makefile"), MAKEFILE);
     for (i, s) in SOURCES.iter().enumerate() {
@@ -258,7 +260,15 @@ fn assert_builds(out: &Value, levels: &[&str], objects: u64, goals: Value) {
     // (its MAKE* words and the command line's `O=`) and the shell's PWD.
     let made = |l: &&str| ["MAKE", "MFLAGS", "O=", "PWD="].iter().any(|p| l.starts_with(p));
     let env: Vec<&str> = out["env"].as_str().unwrap().lines().filter(|l| !made(l)).collect();
-    assert_eq!(env, ["HOME=/", "LANG=C", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "TMPDIR=/tmp"], "{env:?}");
+    let want = [
+        "HOME=/",
+        "KBUILD_BUILD_USER=bootbench",
+        "LANG=C",
+        "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+        "SOURCE_DATE_EPOCH=1",
+        "TMPDIR=/tmp",
+    ];
+    assert_eq!(env, want, "{env:?}");
 }
 
 fn assert_no_mount_left(pack: &FakePack) {
@@ -316,6 +326,7 @@ fn kernbench_pack_setup_failures_name_the_step_and_the_errno() {
         cwd: cwd.into(),
         argv: vec![program.into()],
         log: tmp.path().join("log"),
+        extra_env: Vec::new(),
     };
     let setup = |r: Result<userland_pack::Ran, PackError>| match r {
         Err(e @ PackError::Setup { .. }) => loads::error_chain::error_chain(&e),

@@ -24,8 +24,9 @@ pub struct PackOptions {
     /// Guest arch of the pack (only x86_64 has one).
     #[arg(long, default_value = "x86_64")]
     pub arch: String,
-    /// The lockfile (default: the arch's, packs/ARCH.lock under the current
-    /// directory, which should be the repository).
+    /// The lockfile (default for `build`: the arch's packs/ARCH.lock as
+    /// this binary was built with it; for `lock`: packs/ARCH.lock under the
+    /// current directory, which should be the repository).
     #[arg(long)]
     pub lockfile: Option<PathBuf>,
     /// Cache directory (default: $BOOTBENCH_PACK_CACHE or ~/.cache/bootbench/packs).
@@ -216,9 +217,16 @@ pub fn lock(options: &PackOptions) -> Result<Locked, BuildError> {
 pub fn build(options: &PackOptions) -> Result<BuiltPack, BuildError> {
     let started = Instant::now();
     let target = options.target()?;
-    let path = options.lockfile_path(target);
+    // Without --lockfile, the lockfile this binary was built with.
+    let (path, bytes) = match &options.lockfile {
+        Some(p) => (p.clone(), None),
+        None => (PathBuf::from(format!("{} (built in)", target.lockfile)), Some(target.lockfile_text.as_bytes())),
+    };
     let lock_err = |source| BuildError::Lockfile { path: path.clone(), source };
-    let bytes = std::fs::read(&path).map_err(|source| lock_err(LockfileError::Read { path: path.clone(), source }))?;
+    let bytes = match bytes {
+        Some(b) => b.to_vec(),
+        None => std::fs::read(&path).map_err(|source| lock_err(LockfileError::Read { path: path.clone(), source }))?,
+    };
     let lockfile = Lockfile::parse(&String::from_utf8_lossy(&bytes), &path.display().to_string()).map_err(lock_err)?;
     check_target(&lockfile, target, &path)?;
     let key = cache::cache_key(&bytes, BUILDER_VERSION);

@@ -30,12 +30,12 @@ use nix::mount::MsFlags;
 
 use super::targets::LinuxSource;
 
-/// The unpacked source tree, in the pack.
-pub const TREE: &str = "/usr/src/linux";
+/// The unpacked source tree, in the pack (where the guest's build looks).
+pub const TREE: &str = loads::workloads::kernbench::SOURCE;
 /// The prepared output tree, in the pack.
-pub const OBJ: &str = "/usr/src/linux-obj";
+pub const OBJ: &str = loads::workloads::kernbench::PREPARED;
 /// The directory the guest mounts its writable work tree on.
-pub const WORK: &str = "/bootbench/work";
+pub const WORK: &str = loads::userland_pack::WORK_MOUNT;
 /// Where the output tree was prepared and where the guest's copy of it
 /// must be for its make to find the preparation complete.
 pub const BUILD_DIR: &str = "/bootbench/work/obj";
@@ -251,6 +251,15 @@ pub fn prepare(root: &Path, log_dir: &Path, recipe: &Recipe) -> Result<Prepared,
     let config_sha256 = super::cache::sha256_hex(&std::fs::read(&config).map_err(io("read", &config))?);
     let obj = in_root(root, OBJ);
     std::fs::rename(&build_dir, &obj).map_err(io("move the prepared tree to", &obj))?;
+    // The guest's builds run with the same timestamp, user and host, or
+    // kbuild would regenerate what depends on them (compile.h).
+    let make_env = in_root(root, loads::userland_pack::MAKE_ENV_FILE);
+    let lines: String = env
+        .iter()
+        .filter(|(k, _)| loads::userland_pack::is_pack_make_env(k))
+        .map(|(k, v)| format!("{k}={v}\n"))
+        .collect();
+    std::fs::write(&make_env, lines).map_err(io("write", &make_env))?;
     Ok(Prepared { config_sha256, timings })
 }
 

@@ -15,7 +15,9 @@
 ///   their entries rather than the host's, and modification times before
 ///   `SOURCE_DATE_EPOCH` kept (builder 1 made every one the epoch: a later
 ///   access time made it clamp the file).
-pub const BUILDER_VERSION: u32 = 2;
+/// - 3: the make environment of the preparation (timestamp, user, host)
+///   written to /bootbench/make.env, which the guest's builds add to theirs.
+pub const BUILDER_VERSION: u32 = 3;
 
 /// The Linux source a pack carries, unpacked and prepared (see
 /// `pack::linux_tree`).
@@ -43,6 +45,10 @@ pub struct PackTarget {
     pub packages: &'static [&'static str],
     /// The lockfile, relative to the repository.
     pub lockfile: &'static str,
+    /// The lockfile's text as this binary was built with it: what `pack
+    /// build` and `run --pack auto` use without `--lockfile`, wherever
+    /// they run.
+    pub lockfile_text: &'static str,
     /// The Linux source carried prepared.
     pub linux: LinuxSource,
 }
@@ -88,6 +94,7 @@ pub const TARGETS: &[PackTarget] = &[PackTarget {
     suite: "bookworm",
     packages: BUILD_PACKAGES,
     lockfile: "packs/x86_64.lock",
+    lockfile_text: include_str!("../../packs/x86_64.lock"),
     linux: LinuxSource {
         package: "linux-source-6.1",
         tarball: "/usr/src/linux-source-6.1.tar.xz",

@@ -302,6 +302,8 @@ pub struct Kernbench {
     work: PathBuf,
     obj: PathBuf,
     skeleton: Skeleton,
+    /// The pack's make environment, added to every make's.
+    make_env: Vec<String>,
 }
 
 /// Where the output tree is inside the pack.
@@ -347,11 +349,13 @@ impl Kernbench {
             cwd: "/".into(),
             argv: vec![CP.into(), "-a".into(), PREPARED.into(), obj_in_pack()],
             log: work.join("copy.log"),
+            extra_env: Vec::new(),
         };
         userland_pack::run(&copy).map_err(failed)?;
         let skeleton =
             Skeleton::read(&obj).map_err(|source| failed(KernbenchError::Walk { path: obj.clone(), source }))?;
-        Ok(Kernbench { params, pack, cpus, space, work, obj, skeleton })
+        let make_env = userland_pack::pack_make_env(&pack).map_err(failed)?;
+        Ok(Kernbench { params, pack, cpus, space, work, obj, skeleton, make_env })
     }
 
     fn make(&self, args: &[String], log: &str) -> PackCommand {
@@ -363,6 +367,7 @@ impl Kernbench {
             cwd: obj_in_pack(),
             argv,
             log: self.work.join(log),
+            extra_env: self.make_env.clone(),
         }
     }
 
