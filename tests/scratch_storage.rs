@@ -68,7 +68,7 @@ fn scratch_disk_swap_and_bfq_are_set_up_and_recorded() {
     assert_eq!((sw.device.as_str(), sw.bytes), ("/dev/vdb", 64 << 20));
     assert!(sw.command.windows(2).any(|w| w == ["-p", "4096"]), "{sw:?}");
     assert_eq!(h.iosched.as_deref(), Some("bfq"));
-    let drives: Vec<&String> = boot.qemu.argv.iter().filter(|a| a.contains("if=virtio")).collect();
+    let drives: Vec<&String> = boot.qemu.argv.iter().filter(|a| a.contains("if=none,id=disk")).collect();
     assert_eq!(drives.len(), 2, "{:?}", boot.qemu.argv);
     assert!(drives[0].contains("scratch-") && drives[1].contains("swap-"), "{drives:?}");
     // How QEMU did the disks' I/O: cache=none (O_DIRECT) wherever a

@@ -91,7 +91,7 @@ struct Drive {
     format: DiskFormat,
     io: DriveIo,
     /// A read-only drive named by its virtio serial (`None`: a writable
-    /// `if=virtio` drive, named by probe order).
+    /// drive, named by probe order).
     read_only_serial: Option<String>,
 }
 
@@ -340,7 +340,7 @@ impl QemuCommand {
     /// cmd.drive_virtio_blk(&img, DiskFormat::Raw, &DriveIo { cache: DiskCache::None, aio: DiskAio::IoUring, throttle })
     ///     .unwrap();
     /// let want = format!(
-    ///     "file={},format=raw,if=virtio,cache=none,aio=io_uring,throttling.bps-total=41943040,throttling.iops-total=500",
+    ///     "file={},format=raw,if=none,id=disk0,cache=none,aio=io_uring,throttling.bps-total=41943040,throttling.iops-total=500",
     ///     img.display()
     /// );
     /// assert!(cmd.argv().windows(2).any(|w| w[0] == "-drive" && w[1] == want.as_str()));
@@ -513,16 +513,22 @@ impl QemuCommand {
             }
         }
         // The writable disks first, in order (the guest names them by probe
-        // order: /dev/vda, /dev/vdb ...), then the read-only ones.
-        let writable = self.disks.iter().filter(|d| d.read_only_serial.is_none()).map(|d| (d, None));
+        // order: /dev/vda, /dev/vdb ...), then the read-only ones. Each is
+        // a `-device` of its own, so PCI slots (and the probe order) follow
+        // this order: `-drive if=virtio` devices are made after every
+        // `-device`, which would put a read-only disk first.
+        let writable = self.disks.iter().filter(|d| d.read_only_serial.is_none());
         let read_only = self.disks.iter().filter_map(|d| d.read_only_serial.as_deref().map(|s| (d, s)));
-        let drives = writable.chain(read_only.enumerate().map(|(id, (d, s))| (d, Some((id, s)))));
-        for (d, named) in drives {
+        let drives = writable
+            .enumerate()
+            .map(|(n, d)| (d, format!("disk{n}"), None))
+            .chain(read_only.enumerate().map(|(n, (d, s))| (d, format!("ro{n}"), Some(s))));
+        for (d, id, serial) in drives {
             // Checked to be UTF-8 when the disk was added.
             let path = escape_option_value(&d.path.to_string_lossy());
-            let attach = match named {
-                None => "if=virtio".to_string(),
-                Some((id, _)) => format!("if=none,id=ro{id},readonly=on"),
+            let attach = match serial {
+                None => format!("if=none,id={id}"),
+                Some(_) => format!("if=none,id={id},readonly=on"),
             };
             let mut drive = format!(
                 "file={path},format={},{attach},cache={},aio={}",
@@ -537,9 +543,13 @@ impl QemuCommand {
                 }
             }
             a.pair("-drive", drive);
-            if let Some((id, serial)) = named {
-                a.pair("-device", format!("virtio-blk-pci,drive=ro{id},serial={serial}"));
-            }
+            a.pair(
+                "-device",
+                match serial {
+                    None => format!("virtio-blk-pci,drive={id}"),
+                    Some(serial) => format!("virtio-blk-pci,drive={id},serial={serial}"),
+                },
+            );
         }
         if self.user_net {
             a.pair("-netdev", "user,id=net0");
@@ -648,15 +658,25 @@ mod tests {
         let argv = strings(&cmd);
         let drives: Vec<&String> = argv.windows(2).filter(|w| w[0] == "-drive").map(|w| &w[1]).collect();
         assert_eq!(drives.len(), 3, "{argv:?}");
-        assert!(drives[0].starts_with(&format!("file={},format=raw,if=virtio,", scratch.display())), "{drives:?}");
-        assert!(drives[1].starts_with(&format!("file={},format=raw,if=virtio,", swap.display())), "{drives:?}");
+        assert!(
+            drives[0].starts_with(&format!("file={},format=raw,if=none,id=disk0,", scratch.display())),
+            "{drives:?}"
+        );
+        assert!(drives[1].starts_with(&format!("file={},format=raw,if=none,id=disk1,", swap.display())), "{drives:?}");
         assert!(
             drives[2].starts_with(&format!("file={},format=raw,if=none,id=ro0,readonly=on,", pack.display())),
             "{drives:?}"
         );
         let devices: Vec<&String> =
             argv.windows(2).filter(|w| w[0] == "-device" && w[1].starts_with("virtio-blk")).map(|w| &w[1]).collect();
-        assert_eq!(devices, ["virtio-blk-pci,drive=ro0,serial=bootbench-pack"]);
+        assert_eq!(
+            devices,
+            [
+                "virtio-blk-pci,drive=disk0",
+                "virtio-blk-pci,drive=disk1",
+                "virtio-blk-pci,drive=ro0,serial=bootbench-pack"
+            ]
+        );
     }
 
     #[test]
@@ -698,7 +718,7 @@ mod tests {
         cmd.kernel(&img).unwrap();
         let a = strings(&cmd);
         let drive =
-            format!("file={}/a,,b.img,format=qcow2,if=virtio,cache=writeback,aio=threads", dir.path().display());
+            format!("file={}/a,,b.img,format=qcow2,if=none,id=disk0,cache=writeback,aio=threads", dir.path().display());
         assert!(a.windows(2).any(|w| w[0] == "-drive" && w[1] == drive), "{a:?}");
         // -kernel is not an option string: QEMU takes it verbatim.
         assert!(a.windows(2).any(|w| w[0] == "-kernel" && w[1] == img.to_str().unwrap()));
@@ -742,9 +762,9 @@ mod tests {
         assert_eq!(
             drives(&cmd),
             [
-                format!("{file},format=raw,if=virtio,cache=none,aio=io_uring"),
-                format!("{file},format=raw,if=virtio,cache=none,aio=native"),
-                format!("{file},format=raw,if=virtio,cache=none,aio=threads"),
+                format!("{file},format=raw,if=none,id=disk0,cache=none,aio=io_uring"),
+                format!("{file},format=raw,if=none,id=disk1,cache=none,aio=native"),
+                format!("{file},format=raw,if=none,id=disk2,cache=none,aio=threads"),
             ]
         );
         assert!(drives(&cmd).iter().all(|d| !d.contains("throttling")), "no throttle unless asked");
@@ -757,9 +777,9 @@ mod tests {
         assert_eq!(
             drives(&cmd),
             [
-                format!("{file},format=raw,if=virtio,cache=none,aio=io_uring,throttling.bps-total=41943040"),
+                format!("{file},format=raw,if=none,id=disk0,cache=none,aio=io_uring,throttling.bps-total=41943040"),
                 format!(
-                    "{file},format=raw,if=virtio,cache=none,aio=native,throttling.bps-total=1048576,throttling.iops-total=300"
+                    "{file},format=raw,if=none,id=disk1,cache=none,aio=native,throttling.bps-total=1048576,throttling.iops-total=300"
                 ),
             ]
         );
