@@ -42,6 +42,8 @@ fn a_quick_kernbench_compiles_linux_objects_in_the_pack_and_records_the_pack() {
     assert_eq!(pack.image_sha256, sha256_file(&pack.image));
     assert!(pack.packages.iter().any(|p| p.starts_with("gcc-12=")), "{:?}", pack.packages);
     assert!(pack.packages.iter().any(|p| p.starts_with("linux-source-6.1=")), "{:?}", pack.packages);
+    assert_eq!(pack.linux_config.as_deref(), Some("x86_64_defconfig"));
+    assert_eq!(pack.linux_config_sha256.as_ref().map(String::len), Some(64));
 
     // The build: every quick object compiled, timed, with the kernel's
     // accounting of the build's processes.

@@ -118,6 +118,8 @@ pub fn resolve(choice: &PackChoice, suite: &Suite, arch: &str) -> Result<Option<
                 key: Some(m.key.clone()),
                 lockfile_sha256: Some(m.lockfile_sha256.clone()),
                 builder_version: Some(m.builder_version),
+                linux_config: m.source.as_ref().map(|s| s.config.clone()),
+                linux_config_sha256: m.source.as_ref().map(|s| s.config_sha256.clone()),
                 packages: m.packages.clone(),
             };
             Ok(Some(PackDisk { image, record }))
@@ -153,6 +155,8 @@ fn user_image(path: &Path) -> Result<PackDisk, PackDiskError> {
             key: manifest.as_ref().map(|m| m.key.clone()),
             lockfile_sha256: manifest.as_ref().map(|m| m.lockfile_sha256.clone()),
             builder_version: manifest.as_ref().map(|m| m.builder_version),
+            linux_config: manifest.as_ref().and_then(|m| m.source.as_ref()).map(|s| s.config.clone()),
+            linux_config_sha256: manifest.as_ref().and_then(|m| m.source.as_ref()).map(|s| s.config_sha256.clone()),
             packages: manifest.map(|m| m.packages).unwrap_or_default(),
         },
     })
@@ -212,6 +216,7 @@ mod tests {
             image: "pack.ext4".into(),
             image_sha256: image_sha256.into(),
             image_bytes: 8,
+            source: None,
             packages: vec!["gcc=12".into()],
         };
         let write = |m: &crate::pack::cache::Manifest| {

@@ -27,6 +27,13 @@ pub struct PackRecord {
     /// The version of the recipe that built it, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub builder_version: Option<u32>,
+    /// The prepared Linux tree's configuration (e.g. `x86_64_defconfig`)
+    /// and the sha256 of its `.config`, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linux_config: Option<String>,
+    /// sha256 of the prepared tree's `.config` (hex), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linux_config_sha256: Option<String>,
     /// Every installed package as `name=version`, sorted (empty when the
     /// image came without bootbench's manifest).
     #[serde(default)]
