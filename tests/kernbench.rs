@@ -37,7 +37,8 @@ fn a_quick_kernbench_compiles_linux_objects_in_the_pack_and_records_the_pack() {
     assert_eq!(s.pack_mount.as_deref(), Some("/pack"));
     let device = s.pack_device.as_deref().expect("pack_device");
     assert_ne!(Some(device), s.scratch_device.as_deref(), "the pack is not the scratch disk");
-    assert_eq!(s.scratch_device.as_deref(), Some("/dev/vda"), "the scratch disk keeps its name beside the pack");
+    // That the scratch disk kept /dev/vda beside the pack is the guest's
+    // own check (its serial is not the pack's): `doc.errors` is empty.
     let pack = boot.pack.as_ref().expect("the envelope records the pack");
     assert_eq!(pack.image_sha256, sha256_file(&pack.image));
     assert!(pack.packages.iter().any(|p| p.starts_with("gcc-12=")), "{:?}", pack.packages);

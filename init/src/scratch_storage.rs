@@ -66,6 +66,9 @@ pub enum StorageError {
     /// The zram swap could not be set up.
     #[error("zram swap")]
     Zram(#[source] Box<ZramError>),
+    /// The pack's mount point could not be created.
+    #[error("cannot create mount point {PACK_MOUNT} for the userland pack")]
+    PackMountPoint(#[source] std::io::Error),
     /// No block device carries the pack's serial.
     #[error("no disk with serial '{serial}' appeared within {waited_s} s (the userland pack; is virtio_blk loaded and the pack attached?)")]
     NoPack {
@@ -191,7 +194,7 @@ fn find_by_serial(sys_block: &Path, serial: &str, wait: std::time::Duration) -> 
 fn mount_pack(serial: &str) -> Result<String, StorageError> {
     let device = find_by_serial(Path::new("/sys/block"), serial, DEVICE_WAIT)?;
     wait_for(&device)?;
-    fs::create_dir_all(PACK_MOUNT).map_err(StorageError::MountPoint)?;
+    fs::create_dir_all(PACK_MOUNT).map_err(StorageError::PackMountPoint)?;
     let flags = MsFlags::MS_RDONLY | MsFlags::MS_NODEV | MsFlags::MS_NOSUID;
     mount(Some(device.as_str()), PACK_MOUNT, Some(PACK_FS), flags, None::<&str>)
         .map_err(|source| StorageError::MountPack { device: device.clone(), source })?;

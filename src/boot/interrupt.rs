@@ -44,8 +44,8 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 /// The pipe's write end, for the signal handler.
 static PIPE: AtomicI32 = AtomicI32::new(-1);
 static INSTALLED: OnceLock<Result<(), InterruptError>> = OnceLock::new();
-/// Set once the watcher has taken a signal: from then on the process ends
-/// through the watcher, with the signal's status.
+/// Set by the signal handler itself: from then on the process ends through
+/// the watcher, with the signal's status.
 static HANDLING: AtomicBool = AtomicBool::new(false);
 
 const SIGNALS: [nix::sys::signal::Signal; 2] = [nix::sys::signal::Signal::SIGINT, nix::sys::signal::Signal::SIGTERM];
@@ -56,6 +56,10 @@ fn lock<T>(m: &'static Mutex<T>) -> MutexGuard<'static, T> {
 }
 
 extern "C" fn on_signal(signal: nix::libc::c_int) {
+    // At once, in the handler (an atomic store is async-signal-safe): the
+    // main thread may see QEMU die of the same Ctrl-C before the watcher
+    // thread runs, and must already hold then.
+    HANDLING.store(true, Ordering::SeqCst);
     let fd = PIPE.load(Ordering::Relaxed);
     if fd >= 0 {
         let byte = [u8::try_from(signal).unwrap_or(u8::MAX)];

@@ -369,6 +369,7 @@ struct WorkDir {
 
 impl WorkDir {
     fn create(cache_root: &Path, what: &str) -> Result<WorkDir, BuildError> {
+        sweep_dead_work_dirs(cache_root);
         let path = cache_root.join(format!(".work-{what}-{}", std::process::id()));
         if path.exists() {
             remove_unmounted(&path, &path)?;
@@ -410,6 +411,30 @@ impl Drop for WorkDir {
         if !self.done {
             if let Err(e) = remove_unmounted(&self.path, &self.path) {
                 log(format_args!("leaving {}: {e}", self.path.display()));
+            }
+        }
+    }
+}
+
+/// The pid a work directory's name ends with (`.work-WHAT-PID`).
+fn work_dir_pid(name: &str) -> Option<i32> {
+    name.strip_prefix(".work-")?.rsplit_once('-')?.1.parse().ok()
+}
+
+/// Removes the work directories of builds whose process is gone (killed,
+/// or interrupted before their directory could be removed): each holds a
+/// whole root, gigabytes, and no later build has the same name.
+fn sweep_dead_work_dirs(cache_root: &Path) {
+    let Ok(entries) = std::fs::read_dir(cache_root) else { return };
+    for e in entries.filter_map(Result::ok) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = work_dir_pid(&name) else { continue };
+        let alive =
+            !matches!(nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None), Err(nix::errno::Errno::ESRCH));
+        if pid > 0 && !alive {
+            log(format_args!("removing {}, left by build process {pid}, which is gone", e.path().display()));
+            if let Err(err) = remove_unmounted(&e.path(), &e.path()) {
+                log(format_args!("leaving {}: {err}", e.path().display()));
             }
         }
     }
@@ -475,5 +500,22 @@ mod tests {
         std::fs::create_dir(dir.path().join("root")).unwrap();
         remove_unmounted(dir.path(), &dir.path().join("root")).unwrap();
         assert!(!dir.path().join("root").exists());
+    }
+
+    #[test]
+    fn work_dirs_of_gone_builds_are_swept_and_live_ones_kept() {
+        let cache = tempfile::tempdir().unwrap();
+        // A pid that cannot be running (above the kernel's pid_max limit).
+        let gone = cache.path().join(".work-build-0123456789abcdef-99999999");
+        let live = cache.path().join(format!(".work-build-0123456789abcdef-{}", std::process::id()));
+        let entry = cache.path().join("0123");
+        for d in [&gone, &live, &entry] {
+            std::fs::create_dir_all(d.join("root/usr")).unwrap();
+        }
+        assert_eq!(work_dir_pid(".work-lock-x86_64-42"), Some(42));
+        assert_eq!(work_dir_pid("0123"), None);
+        sweep_dead_work_dirs(cache.path());
+        assert!(!gone.exists(), "a gone build's work directory is removed");
+        assert!(live.exists() && entry.exists(), "a running build's and a cache entry are kept");
     }
 }

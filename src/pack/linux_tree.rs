@@ -38,7 +38,7 @@ pub const OBJ: &str = loads::workloads::kernbench::PREPARED;
 pub const WORK: &str = loads::userland_pack::WORK_MOUNT;
 /// Where the output tree was prepared and where the guest's copy of it
 /// must be for its make to find the preparation complete.
-pub const BUILD_DIR: &str = "/bootbench/work/obj";
+pub const BUILD_DIR: &str = loads::workloads::kernbench::OBJ_IN_PACK;
 /// The make targets that prepare the output tree, after the configuration.
 pub const PREPARE_TARGETS: &[&str] = &["prepare"];
 /// The name the kernel's build gives the builder and its host.

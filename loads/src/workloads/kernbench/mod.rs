@@ -306,9 +306,14 @@ pub struct Kernbench {
     make_env: Vec<String>,
 }
 
-/// Where the output tree is inside the pack.
+/// Where the output tree is inside the pack: under [`WORK_MOUNT`], and
+/// exactly where the pack's recipe prepared it (objtool records that path;
+/// elsewhere it would be rebuilt in every timed build).
+pub const OBJ_IN_PACK: &str = "/bootbench/work/obj";
+
+/// [`OBJ_IN_PACK`], owned.
 fn obj_in_pack() -> String {
-    format!("{WORK_MOUNT}/obj")
+    OBJ_IN_PACK.to_string()
 }
 
 impl Kernbench {
