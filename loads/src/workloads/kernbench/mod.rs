@@ -21,7 +21,7 @@ use crate::kernel_build::online_cpus;
 use crate::reap::Usage;
 use crate::schema::{Iteration, Metric};
 use crate::scratch_space::{self, ScratchError, ScratchSpace};
-use crate::userland_pack::{self, PackCommand, PackError, Ran, WORK_MOUNT};
+use crate::userland_pack::{self, PackCommand, PackError, Ran};
 use crate::workload::{params_map, RunContext, Workload, WorkloadError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -467,6 +467,8 @@ mod tests {
 
     #[test]
     fn kernbench_job_levels_are_make_flags() {
+        // The output tree is inside the work mount.
+        assert!(OBJ_IN_PACK.starts_with(&format!("{}/", crate::userland_pack::WORK_MOUNT)));
         let flag = |l: JobLevel, cpus| l.limit(cpus).flag();
         assert_eq!([1, 2, 3, 4, 8].map(|c| flag(JobLevel::Half, c)), ["-j1", "-j1", "-j1", "-j2", "-j4"]);
         assert_eq!([1, 2, 8].map(|c| flag(JobLevel::Optimal, c)), ["-j4", "-j8", "-j32"]);
