@@ -21,7 +21,7 @@ use std::path::Path;
 use std::time::Instant;
 
 /// Where the scratch filesystem is mounted (contest's disk loads live there).
-pub const SCRATCH_MOUNT: &str = "/scratch";
+pub use loads::scratch_space::SCRATCH_MOUNT;
 /// Errors while setting up or tearing down the scratch storage.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {

@@ -14,9 +14,6 @@ use crate::results::{
 use crate::suite_choice::{apply_overrides, load_suite};
 use anyhow::{bail, Context};
 use loads::console_protocol::{ALIVE_CMDLINE_KEY, ICOUNT_ALIVE_INTERVAL_S};
-
-/// The cmdline key that names the userland pack's disk serial.
-const PACK_CMDLINE_KEY: &str = "bootbench.pack";
 use loads::schema::RunDocument;
 use qemu::accel::{choose, Accel, AccelRequest};
 use qemu::{Arch, BootSpec, Clock, Timeouts};
@@ -24,6 +21,9 @@ use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+/// The cmdline key that names the userland pack's disk serial.
+const PACK_CMDLINE_KEY: &str = "bootbench.pack";
 
 /// The image for one kernel, with whether it carries the results port.
 struct PreparedImage {
