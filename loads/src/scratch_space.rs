@@ -5,6 +5,8 @@
 //! checked and recorded. Owns the choice and the checks; must not mount
 //! anything, and names no workload.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 use std::path::{Path, PathBuf};
 
 /// Where the init mounts the scratch disk.
