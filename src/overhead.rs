@@ -267,7 +267,12 @@ pub fn measure(args: &OverheadOptions) -> anyhow::Result<(String, bool)> {
         // Before any image is built: a bad --kernel fails at once, named.
         qemu::kernel_image::check_kernel(k, arch).context("bad --kernel")?;
     }
-    let suite = apply_overrides(load_suite("quick")?, Some(args.iterations), Some(args.warmup), Some("fork"))?;
+    let suite = apply_overrides(
+        load_suite("quick", std::env::consts::ARCH)?,
+        Some(args.iterations),
+        Some(args.warmup),
+        Some("fork"),
+    )?;
     let modules_dir = match (&args.modules_dir, &args.kernel) {
         (Some(d), _) => Some(d.clone()),
         (None, Some(_)) => None,

@@ -10,6 +10,50 @@ use loads::workloads::contest::background_loads::LoadKind;
 use loads::workloads::contest::{ContestParams, NAME as CONTEST_WORKLOAD};
 use std::path::Path;
 
+/// MiB of a guest's RAM that its kernel keeps out of MemTotal (its image,
+/// the page structs, firmware ranges), as estimated to check `--mem`
+/// before a boot: 40 MiB and 1/32 of the RAM, 72 MiB of 1 GiB (Debian's
+/// 6.1 x86_64 kernel with a 1024 MiB guest had a MemTotal of 958 MiB: 66
+/// MiB kept). The guest checks its own MemTotal again; this only keeps a
+/// boot that cannot fit from starting.
+pub fn kernel_reserve_mib(mem_mib: u64) -> u64 {
+    40 + mem_mib / 32
+}
+
+/// The smallest `--mem`, a multiple of 64 MiB, whose MemTotal (after
+/// [`kernel_reserve_mib`]) holds `mem_total_mib`.
+pub fn mem_for_mem_total(mem_total_mib: u64) -> u64 {
+    let mut mem = mem_total_mib.div_ceil(64) * 64;
+    while mem - kernel_reserve_mib(mem) < mem_total_mib {
+        mem += 64;
+    }
+    mem
+}
+
+/// The `--mem` (MiB) the suite's kernel builds in the pack need on `smp`
+/// vCPUs, and which build needs it; `None` when it runs none. The builds'
+/// output trees take memory too when `tree_in_memory` (no scratch disk).
+pub fn pack_build_memory(suite: &Suite, smp: u32, tree_in_memory: bool) -> anyhow::Result<Option<(u64, String)>> {
+    use loads::workloads::kernbench::{memory_need, KernbenchParams, NAME};
+    let mut worst: Option<(u64, String)> = None;
+    for spec in suite.workloads.iter().filter(|w| w.name == NAME) {
+        let params = loads::workload::params_without_version(&spec.params);
+        let p: KernbenchParams = loads::workload::parse_params(NAME, &params)?;
+        let Some((level, total)) = memory_need(p.target, &p.jobs, smp, tree_in_memory) else { continue };
+        let mem = mem_for_mem_total(total);
+        if worst.as_ref().is_none_or(|(m, _)| mem > *m) {
+            let jobs = level.limit(smp).flag();
+            let why = format!(
+                "kernbench's {} build at the {} level ({jobs} on {smp} vCPUs, a MemTotal of {total} MiB)",
+                p.target.name(),
+                level.name()
+            );
+            worst = Some((mem, why));
+        }
+    }
+    Ok(worst)
+}
+
 /// Gives every contest workload of `suite` a `mem_bytes` of `mem_mib`
 /// unless it has one, after checking that half of this host's available
 /// memory covers it (mem_load touches 110% of it).
@@ -79,10 +123,11 @@ pub fn mem_available_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// Loads a suite by built-in name or from a JSON file.
-pub fn load_suite(name_or_path: &str) -> anyhow::Result<Suite> {
+/// Loads a suite by built-in name (as built for guests of `arch`:
+/// [`Suite::builtin_for`]) or from a JSON file.
+pub fn load_suite(name_or_path: &str, arch: &str) -> anyhow::Result<Suite> {
     if loads::suite::BUILTIN_SUITES.contains(&name_or_path) {
-        return Ok(Suite::builtin(name_or_path)?);
+        return Ok(Suite::builtin_for(name_or_path, arch)?);
     }
     let path = Path::new(name_or_path);
     let json = std::fs::read_to_string(path).with_context(|| {
@@ -119,6 +164,47 @@ pub fn apply_overrides(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernbench_memory_is_counted_before_the_boot() {
+        for total in [1, 900, 960, 991, 992, 1700, 60_000] {
+            let mem = mem_for_mem_total(total);
+            assert!(mem - kernel_reserve_mib(mem) >= total, "{total}: {mem}");
+            assert!(
+                mem.is_multiple_of(64) && (mem - 64).saturating_sub(kernel_reserve_mib(mem - 64)) < total,
+                "{total}: {mem} is the least"
+            );
+        }
+        let suite = |params: &str| {
+            Suite::from_json(
+                "t",
+                &format!(r#"{{"name":"t","workloads":[{{"name":"fork"}},{{"name":"kernbench","params":{params}}}]}}"#),
+            )
+            .unwrap()
+        };
+        let none = Suite::from_json("t", r#"{"name":"t","workloads":[{"name":"fork"}]}"#).unwrap();
+        assert_eq!(pack_build_memory(&none, 2, false).unwrap(), None);
+        // quick's four objects: 256 + 4 × 176 = 960 MiB of MemTotal at -j8
+        // or -j (the last of equals is named); 256 + 176 at -j1.
+        let (mem, why) = pack_build_memory(&suite("{}"), 2, false).unwrap().unwrap();
+        assert_eq!(mem, mem_for_mem_total(960));
+        assert!(why.contains("quick build at the maximal level (-j on 2 vCPUs, a MemTotal of 960 MiB)"), "{why}");
+        let (half, _) = pack_build_memory(&suite(r#"{"jobs":"half"}"#), 2, false).unwrap().unwrap();
+        assert_eq!(half, mem_for_mem_total(432));
+        let full = suite(r#"{"target":"full","jobs":"half"}"#);
+        let (on_disk, _) = pack_build_memory(&full, 2, false).unwrap().unwrap();
+        let (in_memory, _) = pack_build_memory(&full, 2, true).unwrap().unwrap();
+        let tree = loads::workloads::kernbench::target::Target::Full.work_tree_mib();
+        assert_eq!(
+            (on_disk, in_memory),
+            (mem_for_mem_total(432), mem_for_mem_total(432 + tree)),
+            "the tree in memory counts"
+        );
+        let (standard, why) =
+            pack_build_memory(&suite(r#"{"target":"standard","jobs":"half,optimal"}"#), 4, false).unwrap().unwrap();
+        assert_eq!(standard, mem_for_mem_total(256 + 16 * 176), "{why}");
+        assert!(pack_build_memory(&suite(r#"{"jobs":"none"}"#), 2, false).is_err(), "bad params are an error");
+    }
 
     #[test]
     fn contest_scratch_room_is_dbench_load_s_clients_room() {

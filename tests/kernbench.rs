@@ -23,7 +23,9 @@ fn a_quick_kernbench_compiles_linux_objects_in_the_pack_and_records_the_pack() {
     let dir = scratch();
     let out = dir.path().join("results.json");
     let mut c = bootbench(["run", "--accel", "tcg", "--workloads", "kernbench", "--iterations", "1", "--warmup", "1"]);
-    c.args(["--mem", "2G", "--append", "bootbench.kernbench.jobs=optimal", "-o"]).arg(&out);
+    // --mem auto: what quick's four compilers at once need (960 MiB of
+    // MemTotal), more than the base 1 GiB.
+    c.args(["--append", "bootbench.kernbench.jobs=optimal", "-o"]).arg(&out);
     let run = run_with_deadline(c, BOOT_DEADLINE);
     run.assert_success();
     let boot = only_boot(&out, &run);
@@ -31,6 +33,10 @@ fn a_quick_kernbench_compiles_linux_objects_in_the_pack_and_records_the_pack() {
     let doc = boot.result.as_ref().expect("an ok boot must carry the guest document");
     assert!(doc.errors.is_empty(), "{:?}", doc.errors);
     assert_eq!(doc.status, Status::Complete);
+    assert_eq!(boot.machine.mem_mib, bootbench::suite_choice::mem_for_mem_total(960), "--mem auto");
+    let mem_total = doc.provenance.machine.mem_bytes >> 20;
+    eprintln!("MemTotal of a {} MiB guest: {mem_total} MiB", boot.machine.mem_mib);
+    assert!(mem_total >= 960, "the host's estimate of what the kernel keeps was too low: {mem_total} MiB");
 
     // The pack: found by serial and mounted by the guest, named by the host.
     let s = doc.provenance.storage.as_ref().expect("provenance.storage");
@@ -50,6 +56,10 @@ fn a_quick_kernbench_compiles_linux_objects_in_the_pack_and_records_the_pack() {
     // accounting of the build's processes.
     let w = doc.workloads.iter().find(|w| w.name == "kernbench").expect("a kernbench result");
     assert_eq!(w.iterations.len(), 1, "{w:?}");
+    // The guest read the pack's identity from the pack itself; it is the
+    // key the host cached the image under, so results from other packs
+    // (another compiler, another tree) have other parameters.
+    assert_eq!(w.params["pack_id"], serde_json::json!(pack.key), "{:?}", w.params);
     let it = &w.iterations[0];
     assert!(it.errors.is_empty(), "{:?}", it.errors);
     let v = |k: &str| it.metrics.get(k).unwrap_or_else(|| panic!("no {k}: {:?}", it.metrics.keys())).value;

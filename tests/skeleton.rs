@@ -121,7 +121,7 @@ fn default_kernel_boots_under_tcg_with_a_complete_checked_result() {
     assert_eq!((boot.machine.smp, boot.machine.mem_mib, boot.machine.accel.as_str()), (2, 1024, "tcg"));
     // The initramfs hash is the image's: the build is reproducible, so the
     // same spec built here gives the same bytes.
-    let suite = apply_overrides(load_suite("quick").unwrap(), Some(2), Some(0), Some("fork")).unwrap();
+    let suite = apply_overrides(load_suite("quick", "x86_64").unwrap(), Some(2), Some(0), Some("fork")).unwrap();
     let spec = ImageSpec {
         arch: qemu::Arch::X86_64,
         suite,
@@ -240,7 +240,7 @@ fn initramfs_reads_back_with_gnu_cpio_and_is_reproducible() {
     assert_eq!(sha256_file(&x.join("init")), sha256_file(&init), "extracted init differs from the built one");
     let suite: loads::suite::Suite =
         serde_json::from_slice(&std::fs::read(x.join("etc/bootbench/suite.json")).unwrap()).unwrap();
-    assert_eq!(suite, load_suite("quick").unwrap());
+    assert_eq!(suite, load_suite("quick", "x86_64").unwrap());
     let load = std::fs::read_to_string(x.join("etc/bootbench/modules.load")).unwrap();
     let order: Vec<&str> = load.lines().collect();
     let pos =
@@ -421,4 +421,27 @@ fn missing_qemu_binary_is_refused_naming_it() {
     let run = run_refused(c);
     assert!(run.stderr.contains("QEMU binary 'qemu-system-x86_64' not found"), "{}", run.stderr);
     assert!(run.stderr.contains("run scripts/setup"), "{}", run.stderr);
+}
+
+#[test]
+fn a_mem_too_small_for_kernbench_is_refused_before_the_pack_or_a_boot() {
+    let dir = scratch();
+    let bz = dir.path().join("vmlinuz-fake");
+    fake_bzimage(&bz);
+    // Quick's four objects compiled at once: 960 MiB of MemTotal.
+    let mut c = bootbench(["run", "--accel", "tcg", "--workloads", "kernbench", "--mem", "1G", "--kernel"]);
+    c.arg(&bz);
+    let run = run_refused(c);
+    let want = "--mem 1024 MiB is too small: kernbench's quick build at the maximal level (-j on 2 vCPUs, a MemTotal of 960 MiB) needs --mem 1088M or more";
+    assert!(run.stderr.contains(want), "{}", run.stderr);
+    assert!(!run.stderr.contains("pack:"), "refused before the pack is built or verified: {}", run.stderr);
+    // The suite as the guest will see it: --append's keys count.
+    let mut c = bootbench(["run", "--accel", "tcg", "--workloads", "kernbench", "--mem", "300M", "--kernel"]);
+    c.arg(&bz).args(["--append", "bootbench.kernbench.jobs=half"]);
+    let run = run_refused(c);
+    assert!(
+        run.stderr.contains("at the half level (-j1 on 2 vCPUs, a MemTotal of 432 MiB) needs --mem 512M"),
+        "{}",
+        run.stderr
+    );
 }

@@ -22,7 +22,7 @@ mod document;
 #[cfg(test)]
 mod tests;
 
-pub use builtin::BUILTIN_SUITES;
+pub use builtin::{BUILTIN_SUITES, REAL_BUILD_ARCHES};
 pub use cmdline::{
     redact_secrets, split_cmdline, CmdlineConfig, IpSetting, ACCEL_MODES, DEFAULT_SCRATCH_FS, IO_SCHEDULERS,
     MIN_ZRAM_BYTES, PACK_FS, PACK_MOUNT, PACK_SERIAL, TEST_FAULTS,

@@ -48,6 +48,31 @@ pub fn is_pack_make_env(key: &str) -> bool {
     key == "SOURCE_DATE_EPOCH" || key.starts_with("KBUILD_BUILD_")
 }
 
+/// The pack's identity, in the pack: one line, the 64 hex digits of the
+/// key the host cached it under (a hash of its lockfile and of the builder
+/// that made it). Packs with one identity hold the same bytes, so a
+/// workload that ran the pack's programs records it among its parameters,
+/// and results from different packs are never compared.
+pub const IDENTITY_FILE: &str = "/bootbench/pack.id";
+
+/// The identity in the pack's [`IDENTITY_FILE`] under `pack`. A pack
+/// without one, or with anything but 64 lowercase hex digits there, is
+/// refused by name: its results could not be told from another pack's.
+pub fn pack_identity(pack: &Path) -> Result<String, PackError> {
+    let path = pack.join(IDENTITY_FILE.trim_start_matches('/'));
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(PackError::NoIdentity { path }),
+        Err(source) => return Err(PackError::Io { what: "read", path, source }),
+    };
+    let id = text.trim_end_matches('\n');
+    if id.len() == 64 && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        Ok(id.to_string())
+    } else {
+        Err(PackError::Identity { path, text: text.chars().take(80).collect() })
+    }
+}
+
 /// The entries of the pack's [`MAKE_ENV_FILE`] under `pack` that
 /// [`is_pack_make_env`] allows, as `KEY=VALUE`; none when the file is
 /// missing. A line of another shape, or another key, is an error naming it.
@@ -165,6 +190,22 @@ pub enum PackError {
         /// The I/O error.
         #[source]
         source: std::io::Error,
+    },
+    /// The pack has no identity file.
+    #[error("{path} is missing: the pack was made by a bootbench older than pack builder 4, and its results could not be told from another pack's; let `bootbench run --pack auto` or `bootbench pack` make it again")]
+    NoIdentity {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The pack's identity file holds something else than an identity.
+    #[error(
+        "{path} holds {text:?}, not a pack identity (64 lowercase hex digits): rebuild the pack with this bootbench"
+    )]
+    Identity {
+        /// The file.
+        path: PathBuf,
+        /// Its first characters.
+        text: String,
     },
     /// The pack's make environment has a line it may not have.
     #[error("{path}: line '{line}' is not KEY=VALUE with a SOURCE_DATE_EPOCH or KBUILD_BUILD_* key")]
@@ -474,6 +515,23 @@ mod tests {
         assert!(e.contains("/tmp is missing"), "the mount points are checked too: {e}");
         std::fs::create_dir(pack.join("tmp")).unwrap();
         check(&pack, &["usr/bin/make"], "kernbench").unwrap();
+    }
+
+    #[test]
+    fn a_pack_without_a_well_formed_identity_is_refused_by_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("bootbench/pack.id");
+        let e = pack_identity(tmp.path()).unwrap_err().to_string();
+        assert!(e.contains(&format!("{} is missing", file.display())) && e.contains("builder 4"), "{e}");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        let id = "0123456789abcdef".repeat(4);
+        std::fs::write(&file, format!("{id}\n")).unwrap();
+        assert_eq!(pack_identity(tmp.path()).unwrap(), id);
+        for bad in [&id[1..], &id.to_uppercase(), &format!("{id}0"), "", &format!("{}g", &id[1..])] {
+            std::fs::write(&file, format!("{bad}\n")).unwrap();
+            let e = pack_identity(tmp.path()).unwrap_err().to_string();
+            assert!(e.contains("not a pack identity") && e.contains("pack.id"), "{bad:?}: {e}");
+        }
     }
 
     #[test]

@@ -104,6 +104,9 @@ fn mirror(host: &Path, at: &Path, binds: &mut Vec<(PathBuf, PathBuf)>) {
     }
 }
 
+/// The fake pack's identity.
+const FAKE_PACK_ID: &str = "5e1f0000000000000000000000000000000000000000000000000000000000aa";
+
 fn fake_pack(broken_source: Option<&str>) -> FakePack {
     let tmp = tempfile::tempdir().unwrap();
     let pack = tmp.path().join("pack");
@@ -124,6 +127,8 @@ fn fake_pack(broken_source: Option<&str>) -> FakePack {
     }
     // The preparation's make environment, which every build adds to its own.
     write(&pack.join("bootbench/make.env"), "KBUILD_BUILD_USER=bootbench\nSOURCE_DATE_EPOCH=1\n");
+    // Its identity, which the results carry.
+    write(&pack.join("bootbench/pack.id"), &format!("{}\n", FAKE_PACK_ID));
     let src = pack.join("usr/src/linux");
     write(&src.join("Makefile"), MAKEFILE);
     for (i, s) in SOURCES.iter().enumerate() {
@@ -285,6 +290,7 @@ fn kernbench_builds_each_target_chrooted_in_a_read_only_pack() {
     let out = run_kernbench(&pack, "quick", &["half", "optimal", "max"], 2).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(out["params"]["jobs"], json!(["half", "optimal", "maximal"]));
     assert_eq!(out["params"]["target"], "quick");
+    assert_eq!(out["params"]["pack_id"], FAKE_PACK_ID, "the pack's identity is a parameter: other packs never compare");
     assert_builds(
         &out,
         &["half", "optimal", "maximal"],

@@ -456,7 +456,7 @@ fn build_initramfs(
 ) -> Result<String, LabError> {
     let image_err = |e: anyhow::Error| LabError::Image { path: out.into(), source: e.into() };
     let workloads = boot.workloads.as_deref().or(workload);
-    let suite = load_suite(&boot.suite)
+    let suite = load_suite(&boot.suite, arch.name())
         .and_then(|s| apply_overrides(s, boot.iterations, boot.warmup, workloads))
         .map_err(image_err)?;
     if let Some(w) = workload {

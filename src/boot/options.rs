@@ -10,8 +10,11 @@ use std::path::PathBuf;
 /// Default vCPUs: enough for the workloads' parallel phases, and what the
 /// machine notes' timings were measured with.
 pub const DEFAULT_SMP: u32 = 2;
-/// Default guest memory.
-pub const DEFAULT_MEM: &str = "1G";
+/// Default guest memory: `auto`, [`BASE_MEM_MIB`] or what the suite's
+/// kernel builds need, when more.
+pub const DEFAULT_MEM: &str = "auto";
+/// Guest memory of `--mem auto` when the suite needs no more, MiB.
+pub const BASE_MEM_MIB: u64 = 1024;
 
 /// Options of `bootbench run` (and of every command that boots).
 #[derive(Debug, Clone, clap::Args)]
@@ -42,7 +45,9 @@ pub struct RunOptions {
     /// vCPUs.
     #[arg(long, default_value_t = DEFAULT_SMP)]
     pub smp: u32,
-    /// Guest memory, e.g. 1G, 512M (a bare number is MiB).
+    /// Guest memory, e.g. 1G, 512M (a bare number is MiB), or auto: 1G,
+    /// or what the suite's kernel builds need when that is more. A size
+    /// too small for them is refused before booting.
     #[arg(long, default_value = DEFAULT_MEM)]
     pub mem: String,
     /// QEMU CPU model (default: the arch profile's).
@@ -145,6 +150,37 @@ pub struct RunOptions {
     pub disk_throttle: Option<String>,
 }
 
+/// The guest memory asked for with `--mem`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemChoice {
+    /// [`BASE_MEM_MIB`], or what the suite needs when that is more.
+    Auto,
+    /// Exactly this many MiB.
+    Mib(u64),
+}
+
+impl MemChoice {
+    /// Parses `auto` or a size ([`parse_mem_mib`]).
+    pub fn parse(s: &str) -> anyhow::Result<MemChoice> {
+        if s.trim() == "auto" {
+            return Ok(MemChoice::Auto);
+        }
+        parse_mem_mib(s).map(MemChoice::Mib)
+    }
+
+    /// The MiB to boot with when the suite needs `need_mib` (none: no
+    /// need). A size below the need is refused with the need and `why`.
+    pub fn resolve(self, need_mib: Option<u64>, why: &str) -> anyhow::Result<u64> {
+        match (self, need_mib) {
+            (MemChoice::Auto, need) => Ok(need.map_or(BASE_MEM_MIB, |n| n.max(BASE_MEM_MIB))),
+            (MemChoice::Mib(m), Some(n)) if m < n => {
+                bail!("--mem {m} MiB is too small: {why} needs --mem {n}M or more (or give --mem auto)")
+            }
+            (MemChoice::Mib(m), _) => Ok(m),
+        }
+    }
+}
+
 /// Parses a memory size: `1G`, `512M`, `2048` (MiB).
 pub fn parse_mem_mib(s: &str) -> anyhow::Result<u64> {
     let t = s.trim();
@@ -229,6 +265,20 @@ mod tests {
             let e = format!("{:#}", v(&bad).unwrap_err());
             assert!(e.contains(says), "{bad:?}: {e}");
         }
+    }
+
+    #[test]
+    fn mem_auto_takes_what_the_suite_needs_and_a_size_below_it_is_refused() {
+        assert_eq!(MemChoice::parse("auto").unwrap(), MemChoice::Auto);
+        assert_eq!(MemChoice::parse("2G").unwrap(), MemChoice::Mib(2048));
+        assert!(MemChoice::parse("lots").is_err());
+        assert_eq!(MemChoice::Auto.resolve(None, "").unwrap(), BASE_MEM_MIB);
+        assert_eq!(MemChoice::Auto.resolve(Some(512), "").unwrap(), BASE_MEM_MIB, "never below the base");
+        assert_eq!(MemChoice::Auto.resolve(Some(1536), "").unwrap(), 1536);
+        assert_eq!(MemChoice::Mib(512).resolve(None, "").unwrap(), 512, "a size is kept when nothing needs more");
+        assert_eq!(MemChoice::Mib(2048).resolve(Some(1536), "").unwrap(), 2048);
+        let e = MemChoice::Mib(1024).resolve(Some(1536), "kernbench's build").unwrap_err().to_string();
+        assert!(e.contains("--mem 1024 MiB is too small") && e.contains("kernbench's build needs --mem 1536M"), "{e}");
     }
 
     #[test]

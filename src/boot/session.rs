@@ -7,7 +7,7 @@
 
 use crate::boot::image::{self as boot_image, ImageSpec, RESULT_PORT_MODULES};
 use crate::boot::kernels::{resolve_kernels, KernelUnderTest};
-use crate::boot::options::{group_label, parse_mem_mib, parse_variants, RunOptions, Variant};
+use crate::boot::options::{group_label, parse_variants, MemChoice, RunOptions, Variant, BASE_MEM_MIB};
 use crate::results::{
     BootInfo, BootRecord, ChannelReport, InitramfsRef, KeptWorkloads, KernelRef, MachineShape, QemuRef, ResultsFile,
 };
@@ -96,6 +96,39 @@ fn appended(argv: &[String]) -> String {
     argv.iter().position(|a| a == "-append").and_then(|i| argv.get(i + 1)).cloned().unwrap_or_default()
 }
 
+/// The `--mem` the suite's kernel builds need in the guest and which one
+/// needs it, over every variant (the suite as the guest will see it, after
+/// `--append` and the variant's words); `None` when nothing needs more than
+/// any size, the suite is the one packed in `--initramfs`, or the arch
+/// has no pack (the guest checks those).
+fn guest_memory_need(
+    args: &RunOptions,
+    suite: &loads::suite::Suite,
+    variants: &[Variant],
+    tree_in_memory: bool,
+) -> anyhow::Result<Option<(u64, String)>> {
+    // The suite bootbench.suite= names on --append is the guest arch's;
+    // applied here it would be this host's. Only arches with a pack build.
+    let arch = args.arch.parse::<Arch>()?;
+    if args.initramfs.is_some() || !loads::suite::REAL_BUILD_ARCHES.contains(&arch.name()) {
+        return Ok(None);
+    }
+    let mut worst: Option<(u64, String)> = None;
+    let base = [Variant { label: String::new(), words: String::new() }];
+    for v in if variants.is_empty() { &base[..] } else { variants } {
+        let words = format!("{} {}", args.append.as_deref().unwrap_or(""), v.words);
+        let seen = loads::suite::CmdlineConfig::parse(&words)
+            .and_then(|c| c.apply(suite.clone()))
+            .with_context(|| format!("the bootbench keys of --append and --variant: {}", words.trim()))?;
+        if let Some((mem, why)) = crate::suite_choice::pack_build_memory(&seen, args.smp, tree_in_memory)? {
+            if worst.as_ref().is_none_or(|(m, _)| mem > *m) {
+                worst = Some((mem, why));
+            }
+        }
+    }
+    Ok(worst)
+}
+
 /// The boots of `bootbench run`, without printing the table: the results
 /// (also written to `args.output` after every boot, when given).
 pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
@@ -103,7 +136,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
     if args.boots == 0 {
         bail!("--boots must be at least 1");
     }
-    let mem_mib = parse_mem_mib(&args.mem)?;
+    let mem_choice = MemChoice::parse(&args.mem).context("--mem")?;
     let clock: Clock = args.clock.parse()?;
     let request: AccelRequest = args.accel.parse()?;
     let choice = choose(request, clock, arch)?;
@@ -115,17 +148,31 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
             p.display()
         );
     }
-    let suite = apply_overrides(load_suite(&args.suite)?, args.iterations, args.warmup, args.workloads.as_deref())?;
+    let suite = apply_overrides(
+        load_suite(&args.suite, arch.name())?,
+        args.iterations,
+        args.warmup,
+        args.workloads.as_deref(),
+    )?;
     let variants = parse_variants(&args.variants)?;
-    let storage = crate::boot::scratch_disk::StoragePlan::decide(
-        crate::boot::scratch_disk::SizeChoice::parse("--scratch-disk", &args.scratch_disk)?,
-        crate::boot::scratch_disk::SizeChoice::parse("--swap", &args.swap)?,
-        crate::boot::scratch_disk::SizeChoice::parse("--zram", &args.zram)?,
-        args.iosched.as_deref(),
-        crate::suite_choice::scratch_room(&suite, args.smp)?,
-        mem_mib,
-    )?
-    .with_throttle(args.disk_throttle.as_deref(), icount_option(choice.accel, clock))?;
+    let decide_storage = |mem_mib| -> anyhow::Result<crate::boot::scratch_disk::StoragePlan> {
+        Ok(crate::boot::scratch_disk::StoragePlan::decide(
+            crate::boot::scratch_disk::SizeChoice::parse("--scratch-disk", &args.scratch_disk)?,
+            crate::boot::scratch_disk::SizeChoice::parse("--swap", &args.swap)?,
+            crate::boot::scratch_disk::SizeChoice::parse("--zram", &args.zram)?,
+            args.iosched.as_deref(),
+            crate::suite_choice::scratch_room(&suite, args.smp)?,
+            mem_mib,
+        )?)
+    };
+    // Whether the build trees are in memory does not depend on --mem.
+    let tree_in_memory = decide_storage(BASE_MEM_MIB)?.scratch_bytes.is_none();
+    let mem_mib = match guest_memory_need(args, &suite, &variants, tree_in_memory)? {
+        Some((need, why)) => mem_choice.resolve(Some(need), &why)?,
+        None => mem_choice.resolve(None, "")?,
+    };
+    let storage =
+        decide_storage(mem_mib)?.with_throttle(args.disk_throttle.as_deref(), icount_option(choice.accel, clock))?;
     let pack_choice: crate::boot::pack_disk::PackChoice = args.pack.parse()?;
     let pack = crate::boot::pack_disk::resolve(&pack_choice, &suite, arch.name())?;
     if let Some(p) = &pack {

@@ -48,7 +48,7 @@ pub fn run(args: &ImageArgs) -> anyhow::Result<ExitCode> {
     let modules_dir = boot_image::modules_dir_for(arch, args.modules_dir.as_deref(), needs_modules)?;
     let spec = ImageSpec {
         arch,
-        suite: load_suite(&args.suite)?,
+        suite: load_suite(&args.suite, arch.name())?,
         modules: args.modules.clone(),
         early_modules: args.early_modules.clone(),
         modules_dir,

@@ -42,7 +42,7 @@ pub struct LocalArgs {
 /// Runs `bootbench local`: the workloads, the table, and `-o`'s document.
 pub fn run(args: &LocalArgs) -> anyhow::Result<RunDocument> {
     let mut suite = apply_overrides(
-        load_suite(args.suite_word.as_ref().unwrap_or(&args.suite))?,
+        load_suite(args.suite_word.as_ref().unwrap_or(&args.suite), std::env::consts::ARCH)?,
         args.iterations,
         args.warmup,
         args.workloads.as_deref(),

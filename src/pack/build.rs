@@ -287,6 +287,12 @@ pub fn build(options: &PackOptions) -> Result<BuiltPack, BuildError> {
         make_env: recipe.env().iter().map(|(k, v)| format!("{k}={v}")).collect(),
     };
 
+    let identity = root.join(loads::userland_pack::IDENTITY_FILE.trim_start_matches('/'));
+    std::fs::write(&identity, format!("{key}\n")).map_err(|source| BuildError::Io {
+        action: "write",
+        path: identity.clone(),
+        source,
+    })?;
     image::remove_volatile(&root).map_err(BuildError::Image)?;
     let size = image::clamp_and_measure(&root, lockfile.source_date_epoch).map_err(BuildError::Image)?;
     let image_path = work.path.join(cache::IMAGE_FILE);

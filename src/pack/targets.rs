@@ -17,7 +17,10 @@
 ///   access time made it clamp the file).
 /// - 3: the make environment of the preparation (timestamp, user, host)
 ///   written to /bootbench/make.env, which the guest's builds add to theirs.
-pub const BUILDER_VERSION: u32 = 3;
+/// - 4: the pack's identity (its cache key) written to /bootbench/pack.id,
+///   which the workloads that run the pack's programs put in their
+///   parameters.
+pub const BUILDER_VERSION: u32 = 4;
 
 /// The Linux source a pack carries, unpacked and prepared (see
 /// `pack::linux_tree`).

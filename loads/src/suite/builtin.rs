@@ -41,6 +41,36 @@ impl Suite {
     }
 }
 
+/// The arches whose built-in `standard` and `full` suites build Linux for
+/// real (`kernbench`, from the userland pack) instead of the synthetic
+/// `kbuild`: those with a pack.
+pub const REAL_BUILD_ARCHES: &[&str] = &["x86_64"];
+
+impl Suite {
+    /// The built-in suite `name` for guests of `arch`. On an arch of
+    /// [`REAL_BUILD_ARCHES`], `standard` and `full` time kernbench's real
+    /// build in place of `kbuild`: the `standard` or `full` target (a few
+    /// directories; vmlinux), a warmup build, five runs at half and
+    /// optimal (kernbench's default of five; maximal starts a compiler per
+    /// object at once, hundreds of them, so it is asked for by hand with
+    /// `bootbench.kernbench.jobs`). `quick` keeps the synthetic build on
+    /// every arch: it must fit CI and a first run under TCG, where four
+    /// real objects take a boot of two minutes.
+    pub fn builtin_for(name: &str, arch: &str) -> Result<Suite, SuiteError> {
+        let mut suite = Suite::builtin(name)?;
+        if !REAL_BUILD_ARCHES.contains(&arch) || !matches!(name, "standard" | "full") {
+            return Ok(suite);
+        }
+        for spec in suite.workloads.iter_mut().filter(|w| w.name == "kbuild") {
+            let mut params = serde_json::Map::new();
+            params.insert("target".into(), name.into());
+            params.insert("jobs".into(), serde_json::json!(["half", "optimal"]));
+            *spec = WorkloadSpec { name: "kernbench".into(), iterations: Some(5), warmup: Some(1), params };
+        }
+        Ok(suite)
+    }
+}
+
 /// The `contest` suite: contest's eleven rows, three runs of each (the
 /// `[runs]` of reference 003 were 2 to 5), on the scratch disk `bootbench
 /// run` attaches for it; dbench_load replays `client.txt`, pinned. Hours under TCG with a 1 GiB guest; the rows and

@@ -479,10 +479,11 @@ impl CmdlineConfig {
 
     /// Applies the overrides to `packed` (the suite in the image). Parameter
     /// overrides for workloads not in the suite are an error, and the
-    /// result may name only `workloads`.
+    /// result may name only `workloads`. `bootbench.suite=NAME` is the
+    /// built-in suite as built for this program's arch (the guest's).
     pub fn apply_for(&self, packed: Suite, workloads: &[&str]) -> Result<Suite, SuiteError> {
         let mut suite = match &self.suite {
-            Some(name) => Suite::builtin(name)?,
+            Some(name) => Suite::builtin_for(name, std::env::consts::ARCH)?,
             None => packed,
         };
         if let Some(n) = self.iterations {

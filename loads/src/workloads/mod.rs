@@ -257,6 +257,35 @@ mod tests {
     }
 
     #[test]
+    fn builtin_suites_build_linux_for_real_where_there_is_a_pack() {
+        for arch in ["x86_64", "i386", "ppc64le", "ppc64"] {
+            for &n in crate::suite::BUILTIN_SUITES {
+                let s = Suite::builtin_for(n, arch).unwrap();
+                s.validate().unwrap();
+                let names: Vec<&str> = s.workloads.iter().map(|w| w.name.as_str()).collect();
+                let real = arch == "x86_64" && matches!(n, "standard" | "full");
+                assert_eq!(
+                    s.workloads.iter().any(|w| NEEDS_PACK.contains(&w.name.as_str())),
+                    real,
+                    "{arch} {n}: {names:?} needs the pack exactly when it builds for real"
+                );
+                if n == "contest" {
+                    continue;
+                }
+                let build = if real { "kernbench" } else { "kbuild" };
+                assert_eq!(names, ["fork", "dbench", "tbench", build, "sdet", "hackbench"], "{arch} {n}");
+                if real {
+                    let spec = &s.workloads[3];
+                    let p: kernbench::KernbenchParams = parse_params("kernbench", &spec.params).unwrap();
+                    assert_eq!(p.target.name(), n, "{arch} {n}: the suite's size is the target's");
+                    assert_eq!(p.jobs, [kernbench::JobLevel::Half, kernbench::JobLevel::Optimal]);
+                    assert_eq!((s.iterations_for(spec), spec.warmup), (5, Some(1)), "kernbench's five runs and warmup");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn builtin_suites_prepare_dbench_and_tbench_on_their_loadfiles() {
         let ctx = RunContext::new(1, std::env::temp_dir());
         // The sized suites; `contest` is contest alone.

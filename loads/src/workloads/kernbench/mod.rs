@@ -37,6 +37,9 @@ pub const SOURCE: &str = "/usr/src/linux";
 /// The pack's prepared output tree (`make O=... x86_64_defconfig prepare`).
 pub const PREPARED: &str = "/usr/src/linux-obj";
 
+/// The parameter of a result that names the pack's identity.
+pub const PACK_ID_PARAM: &str = "pack_id";
+
 /// The pack's make.
 pub const MAKE: &str = "/usr/bin/make";
 
@@ -248,6 +251,15 @@ fn bad(why: String) -> WorkloadError {
     WorkloadError::Invalid { workload: NAME, why }
 }
 
+/// The level of `levels` that needs the most memory on `cpus` CPUs, and
+/// the MiB of MemTotal it needs ([`memory_needed_mib`], plus the output
+/// tree when it is in memory); `None` for no levels.
+pub fn memory_need(target: Target, levels: &[JobLevel], cpus: u32, tree_in_memory: bool) -> Option<(JobLevel, u64)> {
+    let tree = if tree_in_memory { target.work_tree_mib() } else { 0 };
+    let level = levels.iter().copied().max_by_key(|l| memory_needed_mib(target, *l, cpus))?;
+    Some((level, memory_needed_mib(target, level, cpus).saturating_add(tree)))
+}
+
 /// Refuses when `have_mib` is below what the most demanding level of
 /// `levels` needs (plus the output tree when it is in memory).
 pub fn check_memory(
@@ -257,13 +269,11 @@ pub fn check_memory(
     have_mib: u64,
     tree_in_memory: bool,
 ) -> Result<(), KernbenchError> {
-    let tree = if tree_in_memory { target.work_tree_mib() } else { 0 };
-    let worst = levels.iter().copied().max_by_key(|l| memory_needed_mib(target, *l, cpus));
-    let Some(level) = worst else { return Ok(()) };
-    let need_mib = memory_needed_mib(target, level, cpus).saturating_add(tree);
+    let Some((level, need_mib)) = memory_need(target, levels, cpus, tree_in_memory) else { return Ok(()) };
     if have_mib >= need_mib {
         return Ok(());
     }
+    let tree = target.work_tree_mib();
     Err(KernbenchError::Memory {
         target: target.name(),
         level: level.name(),
@@ -304,6 +314,8 @@ pub struct Kernbench {
     skeleton: Skeleton,
     /// The pack's make environment, added to every make's.
     make_env: Vec<String>,
+    /// The pack's identity ([`userland_pack::pack_identity`]).
+    pack_id: String,
 }
 
 /// Where the output tree is inside the pack: under [`WORK_MOUNT`], and
@@ -331,6 +343,7 @@ impl Kernbench {
         }
         let pack = PathBuf::from(&params.pack);
         userland_pack::check(&pack, &PACK_NEEDS, NAME).map_err(failed)?;
+        let pack_id = userland_pack::pack_identity(&pack).map_err(failed)?;
         let cpus = u32::try_from(online_cpus()).unwrap_or(u32::MAX);
         let space = scratch_space::choose(&params.dir, &ctx.work_dir).map_err(failed)?;
         let tree_in_memory = !space.scratch_disk && matches!(space.fs.as_str(), "tmpfs" | "ramfs");
@@ -360,7 +373,7 @@ impl Kernbench {
         let skeleton =
             Skeleton::read(&obj).map_err(|source| failed(KernbenchError::Walk { path: obj.clone(), source }))?;
         let make_env = userland_pack::pack_make_env(&pack).map_err(failed)?;
-        Ok(Kernbench { params, pack, cpus, space, work, obj, skeleton, make_env })
+        Ok(Kernbench { params, pack, cpus, space, work, obj, skeleton, make_env, pack_id })
     }
 
     fn make(&self, args: &[String], log: &str) -> PackCommand {
@@ -421,8 +434,12 @@ impl Workload for Kernbench {
         NAME
     }
 
+    /// The parameters, and the pack's identity as `pack_id`: builds by
+    /// different compilers or of different trees are never compared.
     fn params(&self) -> serde_json::Map<String, serde_json::Value> {
-        params_map(&self.params)
+        let mut p = params_map(&self.params);
+        p.insert(PACK_ID_PARAM.into(), self.pack_id.clone().into());
+        p
     }
 
     fn run_iteration(&mut self) -> Result<Iteration, WorkloadError> {
