@@ -37,7 +37,9 @@ pub fn bound_contest_memory(suite: &mut Suite, mem_mib: u64, available_bytes: Op
 /// The scratch room the suite's contest needs beyond its RAM-sized files,
 /// or `None` when it runs no contest: for each contest whose rows include
 /// dbench_load, its clients (`dbench_clients`, default 16 × `smp`) times
-/// [`DBENCH_CLIENT_ROOM_BYTES`].
+/// [`DBENCH_CLIENT_ROOM_BYTES`], plus [`BUILD_ROOM_BYTES`] when its
+/// foreground is the pack build (its output tree stays beside dbench_load's
+/// files).
 pub fn contest_scratch_room(suite: &Suite, smp: u32) -> anyhow::Result<Option<u64>> {
     let mut room = None;
     for spec in suite.workloads.iter().filter(|w| w.name == CONTEST_WORKLOAD) {
@@ -45,18 +47,23 @@ pub fn contest_scratch_room(suite: &Suite, smp: u32) -> anyhow::Result<Option<u6
         let p: ContestParams = loads::workload::parse_params(CONTEST_WORKLOAD, &params)?;
         let clients = p.dbench_clients.unwrap_or(smp.saturating_mul(16));
         let dbench = if p.rows.iter().any(|r| r == LoadKind::Dbench.name()) { u64::from(clients) } else { 0 };
-        let need = dbench.saturating_mul(DBENCH_CLIENT_ROOM_BYTES);
+        let build = if loads::workloads::needs_pack(spec) { BUILD_ROOM_BYTES } else { 0 };
+        let need = dbench.saturating_mul(DBENCH_CLIENT_ROOM_BYTES).saturating_add(build);
         room = Some(room.map_or(need, |r: u64| r.max(need)));
     }
     Ok(room)
 }
 
-/// The scratch room a kernel build in the pack needs for its objects, or
-/// `None` when the suite runs none: the objects of a whole `vmlinux` of
-/// the pack's x86_64 defconfig, with room to spare (the image is sparse).
+/// The scratch room a kernel build in the pack needs for its objects: the
+/// objects of a whole `vmlinux` of the pack's x86_64 defconfig, with room
+/// to spare (the image is sparse).
+pub const BUILD_ROOM_BYTES: u64 = 3 << 30;
+
+/// The scratch room a kernel build in the pack needs for its objects
+/// ([`BUILD_ROOM_BYTES`]), or `None` when the suite runs none (kernbench,
+/// or contest with `build: "pack"`).
 pub fn pack_build_scratch_room(suite: &Suite) -> Option<u64> {
-    const BUILD_ROOM_BYTES: u64 = 3 << 30;
-    suite.workloads.iter().any(|w| loads::workloads::NEEDS_PACK.contains(&w.name.as_str())).then_some(BUILD_ROOM_BYTES)
+    suite.workloads.iter().any(loads::workloads::needs_pack).then_some(BUILD_ROOM_BYTES)
 }
 
 /// The scratch room the suite needs beyond contest's RAM-sized files, or
@@ -132,6 +139,10 @@ mod tests {
         };
         assert_eq!(with(serde_json::json!({ "rows": "no_load,io_load" })), Some(0), "no dbench_load: no room");
         assert_eq!(with(serde_json::json!({ "dbench_clients": 3 })), Some(3 * DBENCH_CLIENT_ROOM_BYTES));
+        // The pack build's output tree stays beside dbench_load's files.
+        let pack = with(serde_json::json!({ "dbench_clients": 3, "build": "pack" }));
+        assert_eq!(pack, Some(3 * DBENCH_CLIENT_ROOM_BYTES + BUILD_ROOM_BYTES));
+        assert_eq!(with(serde_json::json!({ "rows": "no_load", "build": "synthetic" })), Some(0));
         assert!(contest_scratch_room(
             &Suite::from_json("t", r#"{"name":"t","workloads":[{"name":"contest","params":{"rows":5}}]}"#).unwrap(),
             2
