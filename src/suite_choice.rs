@@ -51,6 +51,26 @@ pub fn pack_build_memory(suite: &Suite, smp: u32, tree_in_memory: bool) -> anyho
             worst = Some((mem, why));
         }
     }
+    // contest's pack foreground: its build alone (mem_load's share, which
+    // may go to swap, the guest checks with its MemTotal and SwapTotal).
+    for spec in suite.workloads.iter().filter(|w| loads::workloads::contest::needs_pack(w)) {
+        use loads::kernel_build::make::JobLimit;
+        let params = loads::workload::params_without_version(&spec.params);
+        let p: ContestParams = loads::workload::parse_params(CONTEST_WORKLOAD, &params)?;
+        let target = p.pack_target();
+        let jobs = p.jobs.unwrap_or(smp.saturating_mul(4)).max(1);
+        let compilers = loads::pack_build::concurrent_compilers(JobLimit::Jobs(jobs as usize), target);
+        let tree = if tree_in_memory { target.work_tree_mib() } else { 0 };
+        let total = loads::pack_build::memory_needed_mib(compilers).saturating_add(tree);
+        let mem = mem_for_mem_total(total);
+        if worst.as_ref().is_none_or(|(m, _)| mem > *m) {
+            let why = format!(
+                "contest's foreground, the {} build at -j{jobs} ({compilers} compilers at once, a MemTotal of {total} MiB)",
+                target.name()
+            );
+            worst = Some((mem, why));
+        }
+    }
     Ok(worst)
 }
 
@@ -81,7 +101,9 @@ pub fn bound_contest_memory(suite: &mut Suite, mem_mib: u64, available_bytes: Op
 /// The scratch room the suite's contest needs beyond its RAM-sized files,
 /// or `None` when it runs no contest: for each contest whose rows include
 /// dbench_load, its clients (`dbench_clients`, default 16 × `smp`) times
-/// [`DBENCH_CLIENT_ROOM_BYTES`].
+/// [`DBENCH_CLIENT_ROOM_BYTES`], plus [`BUILD_ROOM_BYTES`] when its
+/// foreground is the pack build (its output tree stays beside dbench_load's
+/// files).
 pub fn contest_scratch_room(suite: &Suite, smp: u32) -> anyhow::Result<Option<u64>> {
     let mut room = None;
     for spec in suite.workloads.iter().filter(|w| w.name == CONTEST_WORKLOAD) {
@@ -89,18 +111,23 @@ pub fn contest_scratch_room(suite: &Suite, smp: u32) -> anyhow::Result<Option<u6
         let p: ContestParams = loads::workload::parse_params(CONTEST_WORKLOAD, &params)?;
         let clients = p.dbench_clients.unwrap_or(smp.saturating_mul(16));
         let dbench = if p.rows.iter().any(|r| r == LoadKind::Dbench.name()) { u64::from(clients) } else { 0 };
-        let need = dbench.saturating_mul(DBENCH_CLIENT_ROOM_BYTES);
+        let build = if loads::workloads::needs_pack(spec) { BUILD_ROOM_BYTES } else { 0 };
+        let need = dbench.saturating_mul(DBENCH_CLIENT_ROOM_BYTES).saturating_add(build);
         room = Some(room.map_or(need, |r: u64| r.max(need)));
     }
     Ok(room)
 }
 
-/// The scratch room a kernel build in the pack needs for its objects, or
-/// `None` when the suite runs none: the objects of a whole `vmlinux` of
-/// the pack's x86_64 defconfig, with room to spare (the image is sparse).
+/// The scratch room a kernel build in the pack needs for its objects: the
+/// objects of a whole `vmlinux` of the pack's x86_64 defconfig, with room
+/// to spare (the image is sparse).
+pub const BUILD_ROOM_BYTES: u64 = 3 << 30;
+
+/// The scratch room a kernel build in the pack needs for its objects
+/// ([`BUILD_ROOM_BYTES`]), or `None` when the suite runs none (kernbench,
+/// or contest with `build: "pack"`).
 pub fn pack_build_scratch_room(suite: &Suite) -> Option<u64> {
-    const BUILD_ROOM_BYTES: u64 = 3 << 30;
-    suite.workloads.iter().any(|w| loads::workloads::NEEDS_PACK.contains(&w.name.as_str())).then_some(BUILD_ROOM_BYTES)
+    suite.workloads.iter().any(loads::workloads::needs_pack).then_some(BUILD_ROOM_BYTES)
 }
 
 /// The scratch room the suite needs beyond contest's RAM-sized files, or
@@ -194,7 +221,7 @@ mod tests {
         let full = suite(r#"{"target":"full","jobs":"half"}"#);
         let (on_disk, _) = pack_build_memory(&full, 2, false).unwrap().unwrap();
         let (in_memory, _) = pack_build_memory(&full, 2, true).unwrap().unwrap();
-        let tree = loads::workloads::kernbench::target::Target::Full.work_tree_mib();
+        let tree = loads::pack_build::target::Target::Full.work_tree_mib();
         assert_eq!(
             (on_disk, in_memory),
             (mem_for_mem_total(432), mem_for_mem_total(432 + tree)),
@@ -204,6 +231,12 @@ mod tests {
             pack_build_memory(&suite(r#"{"target":"standard","jobs":"half,optimal"}"#), 4, false).unwrap().unwrap();
         assert_eq!(standard, mem_for_mem_total(256 + 16 * 176), "{why}");
         assert!(pack_build_memory(&suite(r#"{"jobs":"none"}"#), 2, false).is_err(), "bad params are an error");
+        // contest's pack foreground counts its build.
+        let contest = Suite::builtin_for("contest", "x86_64").unwrap();
+        let (mem, why) = pack_build_memory(&contest, 2, false).unwrap().unwrap();
+        assert_eq!(mem, mem_for_mem_total(960), "{why}");
+        assert!(why.contains("contest's foreground, the quick build at -j8 (4 compilers at once"), "{why}");
+        assert_eq!(pack_build_memory(&Suite::builtin_for("contest", "i386").unwrap(), 2, false).unwrap(), None);
     }
 
     #[test]
@@ -218,6 +251,10 @@ mod tests {
         };
         assert_eq!(with(serde_json::json!({ "rows": "no_load,io_load" })), Some(0), "no dbench_load: no room");
         assert_eq!(with(serde_json::json!({ "dbench_clients": 3 })), Some(3 * DBENCH_CLIENT_ROOM_BYTES));
+        // The pack build's output tree stays beside dbench_load's files.
+        let pack = with(serde_json::json!({ "dbench_clients": 3, "build": "pack" }));
+        assert_eq!(pack, Some(3 * DBENCH_CLIENT_ROOM_BYTES + BUILD_ROOM_BYTES));
+        assert_eq!(with(serde_json::json!({ "rows": "no_load", "build": "synthetic" })), Some(0));
         assert!(contest_scratch_room(
             &Suite::from_json("t", r#"{"name":"t","workloads":[{"name":"contest","params":{"rows":5}}]}"#).unwrap(),
             2

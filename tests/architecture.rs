@@ -153,6 +153,28 @@ fn a_workload_naming_another_breaks_the_loads_rules() {
 }
 
 #[test]
+fn a_shared_engine_naming_a_workload_breaks_the_loads_rules() {
+    // The pack build kernbench and contest share must not reach back into
+    // either: then one workload would name another through it.
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("workloads")).unwrap();
+    std::fs::write(src.join("lib.rs"), "pub mod pack_build;\npub mod workloads;\n").unwrap();
+    std::fs::write(src.join("workloads.rs"), "pub mod kernbench;\n").unwrap();
+    std::fs::write(src.join("workloads/kernbench.rs"), "pub const NAME: &str = \"kernbench\";\n").unwrap();
+    std::fs::write(src.join("pack_build.rs"), "pub fn who() -> &'static str { crate::workloads::kernbench::NAME }\n")
+        .unwrap();
+    let graph = ModuleGraph::load(&src.join("lib.rs")).unwrap();
+    let broken = layers::loads_violations(&graph, dir.path());
+    assert_eq!(broken.len(), 1, "{broken:?}");
+    assert!(
+        broken[0]
+            .starts_with("the shared engine crate::pack_build must not name workload kernbench: src/pack_build.rs:1"),
+        "{broken:?}"
+    );
+}
+
+#[test]
 fn a_dependency_upwards_breaks_the_layers() {
     // The results model naming the service is the dependency the layers
     // exist to forbid.

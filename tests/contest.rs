@@ -121,3 +121,82 @@ fn contest_rows_load_the_guest_and_table_in_reference_layout() {
     assert!(text.contains("contest-e2e"), "the kernel's label names its lines:\n{text}");
     eprintln!("{text}");
 }
+
+/// contest's pack foreground on x86_64: the userland pack attached by
+/// `--pack auto` because the suite's contest has `build: "pack"`, and
+/// Linux's quick target (four objects) compiled by Debian's gcc and make
+/// in the pack, reset before each row, under no load and under fork_load,
+/// in one TCG boot. Checks the rows' figures come from make's rusage and
+/// every row rebuilt the four objects on the scratch disk. Long tier: the
+/// guest compiles the four objects three times (the warmup build and two
+/// rows), about 2 min each under TCG on 2 vCPUs; one boot measured 365 s,
+/// the whole test 626 s with the static init built first.
+#[test]
+#[ignore = "long tier: run scripts/test --long"]
+fn long_tier_contest_pack_foreground_compiles_linux_in_each_row() {
+    let _k = require_x86_64_boot();
+    support::require(nix::unistd::geteuid().is_root(), "root (mmdebstrap --mode=root builds the pack)");
+    for program in ["mmdebstrap", "mke2fs", "mkswap"] {
+        require_program(program);
+    }
+    let _boot = boot_lock();
+    let dir = scratch();
+    let suite = dir.path().join("contest-pack.json");
+    std::fs::write(
+        &suite,
+        serde_json::to_vec(&serde_json::json!({
+            "name": "contest-pack",
+            "iterations": 1,
+            "warmup": 0,
+            "watchdog_s": 1800,
+            "workloads": [{
+                "name": "contest",
+                "params": { "build": "pack", "target": "quick", "rows": ["no_load", "fork_load"], "lead_s": 2.0 }
+            }]
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let out = dir.path().join("contest-pack.json.out");
+    let t0 = std::time::Instant::now();
+    let run = run_bootbench(
+        ["run", "--accel", "tcg", "--mem", "2G", "--suite", suite.to_str().unwrap(), "-o", out.to_str().unwrap()],
+        BOOT_DEADLINE,
+    );
+    run.assert_success();
+    let boot = only_boot(&out, &run);
+    assert_eq!(boot.boot.classification, "ok", "{:?}\n{}", boot.boot.detail, boot.console_log);
+    let pack = boot.pack.as_ref().expect("--pack auto attached the pack for contest's build");
+    assert!(pack.packages.iter().any(|p| p.starts_with("gcc-12=")), "{:?}", pack.packages);
+    let doc = boot.result.as_ref().expect("a result document");
+    assert!(doc.errors.is_empty(), "{:?}", doc.errors);
+    let contest = doc.workloads.iter().find(|w| w.name == "contest").expect("contest ran");
+    assert_eq!(contest.error, None);
+    assert_eq!((&contest.params["build"], &contest.params["target"]), (&"pack".into(), &"quick".into()));
+    assert_eq!(contest.params["version"], 5, "{:?}", contest.params);
+    let it = &contest.iterations[0];
+    assert!(it.errors.is_empty(), "{:?}", it.errors);
+    assert_eq!(it.detail["fs"], "ext4", "the objects went to the scratch disk: {:?}", it.detail);
+    assert_eq!(it.detail["caches_dropped"], true);
+    let v = |k: &str| it.metrics.get(k).unwrap_or_else(|| panic!("no {k}: {:?}", it.metrics.keys())).value;
+    let rows = it.detail["rows"].as_array().unwrap();
+    for r in ["no_load", "fork_load"] {
+        let row = rows.iter().find(|x| x["row"] == r).unwrap_or_else(|| panic!("no {r} row"));
+        assert_eq!(row["build_objects"], 4, "{r}: the reset undid the last build: {row}");
+        // Four compiles of real kernel files: seconds of CPU.
+        assert!(v(&format!("time_{r}")) > 1.0 && v(&format!("cpu_percent_{r}")) > 10.0, "{r}: {:?}", it.metrics);
+    }
+    assert!(v("loads_fork_load") > 0.0, "fork_load did no work");
+    assert_eq!(v("ratio_no_load"), 1.0);
+    eprintln!(
+        "contest pack quick under TCG: no_load {:.1} s ({:.0}% CPU), fork_load {:.1} s ({:.0}% CPU, ratio {:.2}); \
+         boot wall {:.0} s, test wall {:.0} s",
+        v("time_no_load"),
+        v("cpu_percent_no_load"),
+        v("time_fork_load"),
+        v("cpu_percent_fork_load"),
+        v("ratio_fork_load"),
+        boot.boot.wall_s,
+        t0.elapsed().as_secs_f64()
+    );
+}

@@ -10,8 +10,10 @@
 //! - The workloads, `workloads::{fork, dbench, tbench, kbuild, kernbench,
 //!   sdet, hackbench, contest}`: none uses another.
 //! - What workloads share: `workloads::nbench` (NBENCH replay for dbench,
-//!   tbench and contest), `kernel_build` (kbuild's and contest's build,
-//!   SDET's source tree), `compiler` (the `cc` and `ld` applets),
+//!   tbench and contest), `kernel_build` (kbuild's and contest's synthetic
+//!   build, SDET's source tree), `pack_build` (Linux built in the userland
+//!   pack: kernbench's build and contest's `pack` foreground), `compiler`
+//!   (the `cc` and `ld` applets),
 //!   `file_tools` (SDET's commands), `scratch_space` (where contest's and
 //!   kernbench's files live), `userland_pack` (a command chrooted into
 //!   the read-only userland pack, reaped with its rusage).
@@ -31,6 +33,7 @@ pub mod file_tools;
 pub mod kernel_build;
 pub mod known_loadfiles;
 pub mod measure;
+pub mod pack_build;
 pub mod provenance;
 pub mod quiet;
 pub mod reap;

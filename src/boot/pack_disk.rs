@@ -6,7 +6,7 @@
 
 use crate::results::pack::PackRecord;
 use loads::suite::{Suite, PACK_SERIAL};
-use loads::workloads::NEEDS_PACK;
+use loads::workloads::needs_pack;
 use std::path::{Path, PathBuf};
 
 /// `--pack`: where the userland pack comes from.
@@ -57,7 +57,7 @@ pub enum PackDiskError {
         workloads: Vec<String>,
     },
     /// The suite needs a pack and the arch has none.
-    #[error("the suite runs {} (it builds in the userland pack), but there is no pack for arch {arch} (packs exist for: x86_64); run kbuild instead", .workloads.join(", "))]
+    #[error("the suite runs {} (it builds in the userland pack), but there is no pack for arch {arch} (packs exist for: x86_64); run kbuild instead of kernbench, and contest with build \"synthetic\"", .workloads.join(", "))]
     NoPackForArch {
         /// The workloads that need it.
         workloads: Vec<String>,
@@ -86,8 +86,7 @@ pub enum PackDiskError {
 
 /// The suite's workloads that run inside the pack, in suite order.
 pub fn workloads_needing_pack(suite: &Suite) -> Vec<String> {
-    let mut names: Vec<String> =
-        suite.workloads.iter().filter(|w| NEEDS_PACK.contains(&w.name.as_str())).map(|w| w.name.clone()).collect();
+    let mut names: Vec<String> = suite.workloads.iter().filter(|w| needs_pack(w)).map(|w| w.name.clone()).collect();
     names.dedup();
     names
 }
@@ -195,6 +194,25 @@ mod tests {
         assert!(e.contains("--pack none") && e.contains("kernbench"), "{e}");
         let e = resolve(&PackChoice::Auto, &s, "ppc64").unwrap_err().to_string();
         assert!(e.contains("arch ppc64") && e.contains("kernbench") && e.contains("kbuild"), "{e}");
+    }
+
+    #[test]
+    fn a_contest_needs_the_pack_only_when_its_foreground_is_the_pack_build() {
+        let contest = |params: &str| {
+            let json =
+                format!(r#"{{"name":"t","workloads":[{{"name":"fork"}},{{"name":"contest","params":{params}}}]}}"#);
+            Suite::from_json("test", &json).unwrap()
+        };
+        for synthetic in [contest("{}"), contest(r#"{"build":"synthetic"}"#)] {
+            assert!(workloads_needing_pack(&synthetic).is_empty());
+            assert_eq!(resolve(&PackChoice::None, &synthetic, "x86_64").unwrap(), None);
+        }
+        let pack = contest(r#"{"build":"pack","target":"quick","rows":"no_load,fork_load"}"#);
+        assert_eq!(workloads_needing_pack(&pack), ["contest"]);
+        let e = resolve(&PackChoice::None, &pack, "x86_64").unwrap_err().to_string();
+        assert!(e.contains("--pack none") && e.contains("contest"), "{e}");
+        let e = resolve(&PackChoice::Auto, &pack, "i386").unwrap_err().to_string();
+        assert!(e.contains("arch i386") && e.contains("contest"), "{e}");
     }
 
     #[test]

@@ -31,14 +31,14 @@ use nix::mount::MsFlags;
 use super::targets::LinuxSource;
 
 /// The unpacked source tree, in the pack (where the guest's build looks).
-pub const TREE: &str = loads::workloads::kernbench::SOURCE;
+pub const TREE: &str = loads::pack_build::SOURCE;
 /// The prepared output tree, in the pack.
-pub const OBJ: &str = loads::workloads::kernbench::PREPARED;
+pub const OBJ: &str = loads::pack_build::PREPARED;
 /// The directory the guest mounts its writable work tree on.
 pub const WORK: &str = loads::userland_pack::WORK_MOUNT;
 /// Where the output tree was prepared and where the guest's copy of it
 /// must be for its make to find the preparation complete.
-pub const BUILD_DIR: &str = loads::workloads::kernbench::OBJ_IN_PACK;
+pub const BUILD_DIR: &str = loads::pack_build::OBJ_IN_PACK;
 /// The make targets that prepare the output tree, after the configuration.
 pub const PREPARE_TARGETS: &[&str] = &["prepare"];
 /// The name the kernel's build gives the builder and its host.

@@ -78,7 +78,7 @@ pub const LOADS_WORKLOADS: &[&str] =
 
 /// The rules of `loads` that a missing cycle does not already imply:
 /// no workload names another; the shared engines (`workloads::nbench`,
-/// `kernel_build`) name no workload; the suite model names neither the
+/// `kernel_build`, `pack_build`) name no workload; the suite model names neither the
 /// registry, the runner nor the applets. One line per broken rule, with
 /// the first path that broke it.
 pub fn loads_violations(graph: &ModuleGraph, base: &Path) -> Vec<String> {
@@ -96,7 +96,11 @@ pub fn loads_violations(graph: &ModuleGraph, base: &Path) -> Vec<String> {
         let (a, b) = (path_of(from), path_of(to));
         let why = match (workload_of(&a), workload_of(&b)) {
             (Some(x), Some(y)) if x != y => Some(format!("workload {x} must not name workload {y}")),
-            (None, Some(y)) if under(&a, "crate::workloads::nbench") || under(&a, "crate::kernel_build") => {
+            (None, Some(y))
+                if ["crate::workloads::nbench", "crate::kernel_build", "crate::pack_build"]
+                    .iter()
+                    .any(|engine| under(&a, engine)) =>
+            {
                 Some(format!("the shared engine {a} must not name workload {y}"))
             }
             _ if under(&a, "crate::suite")

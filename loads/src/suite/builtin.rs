@@ -53,13 +53,19 @@ impl Suite {
     /// directories; vmlinux), a warmup build, five runs at half and
     /// optimal (kernbench's default of five; maximal starts a compiler per
     /// object at once, hundreds of them, so it is asked for by hand with
-    /// `bootbench.kernbench.jobs`). `quick` keeps the synthetic build on
+    /// `bootbench.kernbench.jobs`); `contest`'s foreground is the real
+    /// build too (its `build` parameter `pack`). `quick` keeps the synthetic build on
     /// every arch: it must fit CI and a first run under TCG, where four
     /// real objects take a boot of two minutes.
     pub fn builtin_for(name: &str, arch: &str) -> Result<Suite, SuiteError> {
         let mut suite = Suite::builtin(name)?;
-        if !REAL_BUILD_ARCHES.contains(&arch) || !matches!(name, "standard" | "full") {
+        if !REAL_BUILD_ARCHES.contains(&arch) || name == "quick" {
             return Ok(suite);
+        }
+        // contest's foreground: the same real build, quick's four objects
+        // (a row is one build; under TCG that is about two minutes).
+        for spec in suite.workloads.iter_mut().filter(|w| w.name == "contest") {
+            spec.params.insert("build".into(), "pack".into());
         }
         for spec in suite.workloads.iter_mut().filter(|w| w.name == "kbuild") {
             let mut params = serde_json::Map::new();

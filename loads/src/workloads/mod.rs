@@ -6,7 +6,7 @@
 //! the workloads; a workload never uses this module. The suite parser
 //! does not import it either: it is given [`NAMES`], here.
 
-use crate::suite::{CmdlineConfig, Suite, SuiteError};
+use crate::suite::{CmdlineConfig, Suite, SuiteError, WorkloadSpec};
 use crate::workload::{
     params_without_version, parse_params, ImageFile, RunContext, Workload, WorkloadError, VERSION_PARAM,
 };
@@ -24,10 +24,18 @@ pub mod tbench;
 /// Names of all workloads, in the order suites list them.
 pub const NAMES: &[&str] = &["fork", "dbench", "tbench", "kbuild", "kernbench", "sdet", "hackbench", "contest"];
 
-/// The workloads that run inside the userland pack (a read-only disk of
-/// Debian's build userland the host attaches and the init mounts at
-/// `suite::PACK_MOUNT`): a suite with one of them needs the pack.
+/// The workloads that always run inside the userland pack (a read-only
+/// disk of Debian's build userland the host attaches and the init mounts
+/// at `suite::PACK_MOUNT`): a suite with one of them needs the pack. Others
+/// need it for some parameters: see [`needs_pack`].
 pub const NEEDS_PACK: &[&str] = &["kernbench"];
+
+/// Whether the workload of `spec` runs inside the userland pack: one of
+/// [`NEEDS_PACK`], or a contest whose foreground is the pack build
+/// (`build: "pack"`). What `bootbench run --pack auto` decides by.
+pub fn needs_pack(spec: &WorkloadSpec) -> bool {
+    NEEDS_PACK.contains(&spec.name.as_str()) || contest::needs_pack(spec)
+}
 
 /// Each workload's version. It goes up whenever a change alters what the
 /// workload's metrics mean (the calls it makes, what it counts), so that
@@ -81,6 +89,11 @@ pub const NEEDS_PACK: &[&str] = &["kernbench"];
 /// - contest 4: dbench_load's clients are dbench 3's.
 /// - kernbench 1 (new): Linux compiled by the pack's gcc and make; not
 ///   comparable with kbuild, which builds a synthetic tree.
+/// - contest 5: the foreground is chosen by the `build` parameter, which
+///   every result's params carry: `synthetic` (the seeded tree and the
+///   init's applets, as in version 4) or `pack` (Linux compiled by the
+///   pack's gcc and make, kernbench's build; Time and CPU% from make's
+///   rusage). The two are never compared.
 pub const VERSIONS: [(&str, u32); 8] = [
     ("fork", 1),
     ("dbench", 3),
@@ -89,7 +102,7 @@ pub const VERSIONS: [(&str, u32); 8] = [
     ("kernbench", 1),
     ("sdet", 1),
     ("hackbench", 2),
-    ("contest", 4),
+    ("contest", 5),
 ];
 
 /// The version this build runs of workload `name`, if it is one.
@@ -263,13 +276,15 @@ mod tests {
                 let s = Suite::builtin_for(n, arch).unwrap();
                 s.validate().unwrap();
                 let names: Vec<&str> = s.workloads.iter().map(|w| w.name.as_str()).collect();
-                let real = arch == "x86_64" && matches!(n, "standard" | "full");
+                let real = arch == "x86_64" && n != "quick";
                 assert_eq!(
-                    s.workloads.iter().any(|w| NEEDS_PACK.contains(&w.name.as_str())),
+                    s.workloads.iter().any(needs_pack),
                     real,
                     "{arch} {n}: {names:?} needs the pack exactly when it builds for real"
                 );
                 if n == "contest" {
+                    let build = s.workloads[0].params.get("build").and_then(|b| b.as_str());
+                    assert_eq!(build, (arch == "x86_64").then_some("pack"), "{arch}: contest's foreground");
                     continue;
                 }
                 let build = if real { "kernbench" } else { "kbuild" };

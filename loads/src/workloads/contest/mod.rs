@@ -1,13 +1,23 @@
 //! `contest`: Con Kolivas' contest (shared/reference/001 and 003) rebuilt
-//! inside the appliance. The foreground job is a kbuild build (`make -j`
-//! 4 × ncpus, the job count contest used) of a seeded tree on the scratch
-//! filesystem; each row times it once with no load (no_load), again with
-//! warm caches (cacherun), and under each of nine background loads started
-//! a few seconds before it and stopped after it. Per row: Time, CPU% of
-//! the build, the load's completed work (Loads) and CPU share (LCPU%), and
-//! the ratio to no_load. A row whose load fails is an error of that row,
-//! never a silent no_load. Owns the rows, their order and metrics; the
-//! loads are in `background_loads`, their processes in `load_process`.
+//! inside the appliance. The foreground job is a kernel build at `make -j`
+//! 4 × ncpus (the job count contest used) on the scratch filesystem, of
+//! one of two kinds (the `build` parameter, recorded in every result's
+//! params so that the two are never compared):
+//! - `synthetic`: kbuild's seeded tree compiled by the init's own `make`,
+//!   `cc` and `ld` applets (`kernel_build`), for arches without a pack;
+//! - `pack`: Linux compiled by Debian's gcc and make from the userland
+//!   pack, chrooted, as kernbench builds it (`pack_build`; the `target`
+//!   parameter, `quick` by default), its Time and CPU% from make's rusage.
+//!
+//! Each row times the build once with no load (no_load), again with warm
+//! caches (cacherun), and under each of nine background loads started a
+//! few seconds before it and stopped after it; before each, the build is
+//! undone (untimed). Per row: Time, CPU% of the build, the load's
+//! completed work (Loads) and CPU share (LCPU%), and the ratio to no_load.
+//! A row whose load fails is an error of that row, never a silent no_load.
+//! Owns the rows, their order and metrics, and the memory bound of a pack
+//! build beside mem_load; the loads are in `background_loads`, their
+//! processes in `load_process`.
 
 pub mod background_loads;
 pub mod load_process;
@@ -21,11 +31,16 @@ use crate::kernel_build::make::{build_once, prepare_build, timed_build, BuildSta
 use crate::kernel_build::online_cpus;
 use crate::kernel_build::source_tree::{SourceTree, TreeSpec};
 use crate::known_loadfiles::CLIENT_TXT;
+use crate::pack_build::target::Target;
+use crate::pack_build::{self, Built, PackBuild, BASE_MIB, JOB_MIB};
+use crate::reap::Usage;
 use crate::schema::{Iteration, Metric, SystemDeltas};
 use crate::scratch_space::{self, ScratchSpace};
+use crate::suite::WorkloadSpec;
 use crate::system_counters::IterationCounters;
+use crate::userland_pack;
 use crate::workload::{params_map, ImageFile, RunContext, Workload, WorkloadError};
-use background_loads::{LoadEnv, LoadKind, MIB};
+use background_loads::{mem_load_bytes, LoadEnv, LoadKind, MIB};
 use load_process::{LoadReport, LoadWindow};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -91,6 +106,41 @@ impl Row {
     }
 }
 
+/// The foreground build's kind: contest's `build` parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Foreground {
+    /// kbuild's seeded tree, compiled by the init's own applets.
+    #[default]
+    Synthetic,
+    /// Linux, compiled by the userland pack's gcc and make.
+    Pack,
+}
+
+impl Foreground {
+    /// The parameter's value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Foreground::Synthetic => "synthetic",
+            Foreground::Pack => "pack",
+        }
+    }
+}
+
+impl ContestParams {
+    /// The pack build's target: `target`, quick when not given.
+    pub fn pack_target(&self) -> Target {
+        self.target.unwrap_or(Target::Quick)
+    }
+}
+
+/// Whether the contest of `spec` runs its foreground in the userland pack
+/// (its `build` parameter is `pack`), so the run must attach the pack.
+/// Reads only that parameter: the others are checked when it is prepared.
+pub fn needs_pack(spec: &WorkloadSpec) -> bool {
+    spec.name == NAME && spec.params.get("build").and_then(|v| v.as_str()) == Some(Foreground::Pack.name())
+}
+
 /// Parameters of `contest`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -99,7 +149,18 @@ pub struct ContestParams {
     /// or one comma-separated word (`bootbench.contest.rows=no_load,io_load`).
     #[serde(deserialize_with = "list_or_words")]
     pub rows: Vec<String>,
-    /// Source files of the foreground build's tree.
+    /// The foreground build: `synthetic` (kbuild's seeded tree, the
+    /// init's applets) or `pack` (Linux, the userland pack's gcc and make).
+    pub build: Foreground,
+    /// With `build: pack`: what one build compiles, as kernbench's
+    /// `target` (`quick`, `standard`, `full`); `quick` by default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<Target>,
+    /// With `build: pack`: where the userland pack is mounted; the init's
+    /// mount point by default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pack: Option<String>,
+    /// Source files of the synthetic build's tree.
     pub files: u32,
     /// `make -j` of the foreground build; default 4 × CPUs.
     pub jobs: Option<u32>,
@@ -167,6 +228,9 @@ impl Default for ContestParams {
     fn default() -> Self {
         ContestParams {
             rows: ROWS.iter().map(|r| r.name().to_string()).collect(),
+            build: Foreground::Synthetic,
+            target: None,
+            pack: None,
             files: 300,
             jobs: None,
             lead_s: 3.0,
@@ -186,10 +250,171 @@ impl Default for ContestParams {
 
 /// The machine's MemTotal in bytes.
 pub fn mem_total_bytes() -> Option<u64> {
+    meminfo_bytes("MemTotal")
+}
+
+/// A line of /proc/meminfo (`KEY: N kB`), in bytes.
+fn meminfo_bytes(key: &str) -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let line = text.lines().find(|l| l.split_once(':').is_some_and(|(k, _)| k == key))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib.saturating_mul(1024))
+}
+
+/// contest's errors of its own (the build's and the loads' are theirs).
+#[derive(Debug, thiserror::Error)]
+pub enum ContestError {
+    /// The machine has less memory than the pack build (beside mem_load)
+    /// needs.
+    #[error("the pack build of the {target} target at {jobs} ({compilers} compilers at once) needs about {build_mib} MiB ({BASE_MIB} MiB + {JOB_MIB} MiB per compiler{tree}){mem_load}, {need_mib} MiB in all, but {have} is {have_mib} MiB: give the machine more memory{swap}, or fewer jobs")]
+    Memory {
+        /// The target.
+        target: &'static str,
+        /// make's job flag.
+        jobs: String,
+        /// Compilers at once.
+        compilers: u64,
+        /// The build's MiB, the output tree included.
+        build_mib: u64,
+        /// mem_load's share, when it runs.
+        mem_load: String,
+        /// MiB needed in all.
+        need_mib: u64,
+        /// What is compared (`MemTotal`, `MemTotal + SwapTotal`).
+        have: &'static str,
+        /// Its MiB.
+        have_mib: u64,
+        /// The output tree's share when it is in memory.
+        tree: String,
+        /// The remedy mem_load adds.
+        swap: &'static str,
+    },
+}
+
+/// What a pack build of `target` at `jobs` needs, MiB, beside mem_load's
+/// mapping of `mem_load_bytes` when that row runs: kernbench's bound
+/// ([`pack_build::memory_needed_mib`] for the compilers that run at once,
+/// plus the output tree when it is in memory) plus mem_load's 110% of
+/// `mem_bytes`, which it keeps touching while the build runs. With
+/// mem_load the build and the load share RAM and swap (`ram_mib +
+/// swap_mib`; mem_load is the OOM killer's first choice, so what does not
+/// fit is its loop of OOM kills, not the build's failure); without it the
+/// build has RAM alone.
+pub fn check_pack_memory(
+    target: Target,
+    jobs: u32,
+    tree_in_memory: bool,
+    mem_load_bytes: Option<u64>,
+    ram_mib: u64,
+    swap_mib: u64,
+) -> Result<(), ContestError> {
+    let limit = JobLimit::Jobs(jobs as usize);
+    let compilers = pack_build::concurrent_compilers(limit, target);
+    let tree = if tree_in_memory { target.work_tree_mib() } else { 0 };
+    let build_mib = pack_build::memory_needed_mib(compilers).saturating_add(tree);
+    let mem_load_mib = mem_load_bytes.map(|b| b.div_ceil(MIB));
+    let need_mib = build_mib.saturating_add(mem_load_mib.unwrap_or(0));
+    let (have, have_mib) = match mem_load_mib {
+        Some(_) => ("MemTotal + SwapTotal", ram_mib.saturating_add(swap_mib)),
+        None => ("MemTotal", ram_mib),
+    };
+    if have_mib >= need_mib {
+        return Ok(());
+    }
+    Err(ContestError::Memory {
+        target: target.name(),
+        jobs: limit.flag(),
+        compilers,
+        build_mib,
+        mem_load: mem_load_mib.map_or(String::new(), |m| format!(" + {m} MiB for mem_load (110% of mem_bytes)")),
+        need_mib,
+        have,
+        have_mib,
+        tree: if tree_in_memory { format!(" + {tree} MiB of output tree in memory") } else { String::new() },
+        swap: if mem_load_mib.is_some() {
+            " or swap (bootbench run --swap), lower mem_bytes, leave mem_load out of rows"
+        } else {
+            ""
+        },
+    })
+}
+
+/// The foreground build, prepared.
+enum ForegroundBuild {
+    /// kbuild's seeded tree and the applets that build it.
+    Synthetic {
+        /// The tree.
+        tree: SourceTree,
+        /// The executable that is the applets.
+        applet_exe: PathBuf,
+    },
+    /// A copy of the pack's prepared Linux tree.
+    Pack {
+        /// The build.
+        build: PackBuild,
+        /// Where the pack is mounted.
+        pack: PathBuf,
+    },
+}
+
+/// What a row records of one timed foreground build.
+#[derive(Debug, Clone, PartialEq)]
+struct Timed {
+    /// Wall seconds, start to reap.
+    elapsed_s: f64,
+    /// (user + system) / elapsed, percent.
+    cpu_percent: f64,
+    /// The build's rusage.
+    usage: Usage,
+    /// Programs exec'd (the synthetic build counts them).
+    execs: Option<u64>,
+    /// Objects made (the pack build counts them).
+    objects: Option<u64>,
+}
+
+impl From<BuildStats> for Timed {
+    fn from(b: BuildStats) -> Timed {
+        Timed {
+            elapsed_s: b.elapsed_s,
+            cpu_percent: b.cpu_percent,
+            usage: b.usage,
+            execs: Some(b.execs),
+            objects: None,
+        }
+    }
+}
+
+impl From<Built> for Timed {
+    fn from(b: Built) -> Timed {
+        Timed {
+            elapsed_s: b.ran.elapsed_s,
+            cpu_percent: b.cpu_percent(),
+            usage: b.ran.usage,
+            execs: None,
+            objects: Some(b.objects),
+        }
+    }
+}
+
+impl ForegroundBuild {
+    /// Undoes the last build and syncs (untimed).
+    fn reset(&self) -> Result<(), WorkloadError> {
+        match self {
+            ForegroundBuild::Synthetic { tree, .. } => prepare_build(tree).map_err(failed),
+            ForegroundBuild::Pack { build, .. } => build.reset().map_err(failed),
+        }
+    }
+
+    /// Times one build of what [`ForegroundBuild::reset`] left.
+    fn timed(&self, jobs: u32) -> Result<Timed, WorkloadError> {
+        let limit = JobLimit::Jobs(jobs as usize);
+        match self {
+            ForegroundBuild::Synthetic { tree, applet_exe } => {
+                timed_build(tree, limit, applet_exe).map(Timed::from).map_err(failed)
+            }
+            ForegroundBuild::Pack { build, .. } => build.timed_build(limit).map(Timed::from).map_err(failed),
+        }
+    }
 }
 
 /// The prepared workload.
@@ -197,11 +422,10 @@ pub struct Contest {
     params: ContestParams,
     rows: Vec<Row>,
     space: ScratchSpace,
-    tree: SourceTree,
+    foreground: ForegroundBuild,
     jobs: u32,
     cpus: usize,
     env: LoadEnv,
-    applet_exe: PathBuf,
 }
 
 fn bad(why: String) -> WorkloadError {
@@ -280,6 +504,17 @@ impl Contest {
         if [params.jobs, params.ring_procs, params.dbench_clients].contains(&Some(0)) {
             return Err(bad("jobs, ring_procs and dbench_clients must be at least 1".into()));
         }
+        let pack_target = match params.build {
+            Foreground::Pack => Some(params.pack_target()),
+            Foreground::Synthetic if params.target.is_some() || params.pack.is_some() => {
+                return Err(bad("target and pack are parameters of the pack build: give build \"pack\" too".into()))
+            }
+            Foreground::Synthetic => None,
+        };
+        let pack = PathBuf::from(params.pack.as_deref().unwrap_or(userland_pack::DEFAULT_PACK));
+        if pack_target.is_some() {
+            pack_build::check_pack(&pack, NAME).map_err(failed)?;
+        }
         let mem_bytes = match params.mem_bytes {
             Some(0) => return Err(bad("mem_bytes must be more than 0".into())),
             Some(b) => b,
@@ -297,6 +532,14 @@ impl Contest {
             .map_err(failed)?;
         let space = scratch_space::choose(&params.dir, &ctx.work_dir).map_err(failed)?;
         let has = |k: LoadKind| rows.contains(&Row::Load(k));
+        if let Some(target) = pack_target {
+            let tree_in_memory = !space.scratch_disk && matches!(space.fs.as_str(), "tmpfs" | "ramfs");
+            let page_size = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE).ok().flatten().unwrap_or(4096);
+            let mem_load = has(LoadKind::Mem).then(|| mem_load_bytes(mem_bytes, page_size as u64));
+            let ram_mib = mem_total_bytes().ok_or_else(|| bad("cannot read MemTotal from /proc/meminfo".into()))? >> 20;
+            let swap_mib = meminfo_bytes("SwapTotal").unwrap_or(0) >> 20;
+            check_pack_memory(target, jobs, tree_in_memory, mem_load, ram_mib, swap_mib).map_err(failed)?;
+        }
         // Files the rows keep at once: io_load's and read_load's RAM-sized
         // files, dbench_load's clients' files, plus trees and archives
         // (64 MiB slack).
@@ -308,13 +551,23 @@ impl Contest {
             .map(|(_, b)| *b)
             .sum::<u64>()
             .saturating_add(dbench_bytes)
+            .saturating_add(pack_target.map_or(0, |t| t.work_tree_mib() * MIB))
             .saturating_add(64 * MIB);
         space.require(need, "contest's rows", ", or lower mem_bytes").map_err(failed)?;
 
         let root = space.dir.join("contest");
         fresh_dir(&root)?;
-        let tree = SourceTree::generate(&root.join("build"), &TreeSpec { files: params.files, headers: 0 }, ctx.seed)
-            .map_err(failed)?;
+        let foreground = match pack_target {
+            Some(target) => {
+                let build = PackBuild::prepare(&pack, target, &root.join("linux")).map_err(failed)?;
+                ForegroundBuild::Pack { build, pack: pack.clone() }
+            }
+            None => {
+                let spec = TreeSpec { files: params.files, headers: 0 };
+                let tree = SourceTree::generate(&root.join("build"), &spec, ctx.seed).map_err(failed)?;
+                ForegroundBuild::Synthetic { tree, applet_exe: ctx.applet_exe.clone() }
+            }
+        };
         let tar_source = root.join("tar-source");
         let tar_archive = root.join("tar-source.tar");
         if has(LoadKind::Ctar) || has(LoadKind::Xtar) {
@@ -351,14 +604,23 @@ impl Contest {
         params.dbench_clients = Some(env.dbench_clients);
         params.dbench_loadfile_sha256 = env.dbench_loadfile.as_ref().map(|lf| lf.sha256.clone());
         params.rows = rows.iter().map(|r| r.name().to_string()).collect();
-        let me = Contest { params, rows, space, tree, jobs, cpus, env, applet_exe: ctx.applet_exe.clone() };
+        params.target = pack_target;
+        params.pack = pack_target.map(|_| pack.display().to_string());
         // As kernbench did: one untimed build first, so the first row does
         // not pay for cold binaries.
-        build_once(&me.tree, JobLimit::Jobs(jobs as usize), &me.applet_exe).map_err(failed)?;
-        Ok(me)
+        match &foreground {
+            ForegroundBuild::Synthetic { tree, applet_exe } => {
+                build_once(tree, JobLimit::Jobs(jobs as usize), applet_exe).map_err(failed)?;
+            }
+            ForegroundBuild::Pack { build, .. } => {
+                build.reset().map_err(failed)?;
+                build.timed_build(JobLimit::Jobs(jobs as usize)).map_err(failed)?;
+            }
+        }
+        Ok(Contest { params, rows, space, foreground, jobs, cpus, env })
     }
 
-    /// Runs one row: the tree is cleaned, everything synced and the caches
+    /// Runs one row: the build is undone, everything synced and the caches
     /// dropped (unless the row is cacherun) before anything else, so the
     /// load's head start is all the load's: what it dirties then meets the
     /// build. Then the load (if any) gets its head start, the build is
@@ -369,32 +631,31 @@ impl Contest {
         &mut self,
         row: Row,
         drop_error: &mut Option<String>,
-    ) -> Result<(BuildStats, Option<LoadReport>), WorkloadError> {
+    ) -> Result<(Timed, Option<LoadReport>), WorkloadError> {
         fresh_dir(&self.env.dir)?;
-        prepare_build(&self.tree).map_err(failed)?;
+        self.foreground.reset()?;
         if self.params.drop_caches && row != Row::Cacherun {
             if let Err(e) = page_cache::drop_caches() {
                 drop_error.get_or_insert(error_chain(&e));
             }
         }
-        let limit = JobLimit::Jobs(self.jobs as usize);
         let Row::Load(kind) = row else {
-            return timed_build(&self.tree, limit, &self.applet_exe).map(|b| (b, None)).map_err(failed);
+            return self.foreground.timed(self.jobs).map(|b| (b, None));
         };
         let mut load = load_process::start(kind, &self.env).map_err(failed)?;
         load.lead(Duration::from_secs_f64(self.params.lead_s)).map_err(failed)?;
         let from = load.mark();
-        let build = timed_build(&self.tree, limit, &self.applet_exe);
+        let build = self.foreground.timed(self.jobs);
         let to = load.mark();
         let report = load.stop(Duration::from_secs_f64(self.params.stop_grace_s));
-        let build = build.map_err(failed)?;
+        let build = build?;
         let mut report = report.map_err(failed)?;
         report.window = Some(LoadWindow::between(&from, &to));
         Ok((build, Some(report)))
     }
 }
 
-fn record(it: &mut Iteration, row: Row, build: &BuildStats, load: Option<&LoadReport>) -> serde_json::Value {
+fn record(it: &mut Iteration, row: Row, build: &Timed, load: Option<&LoadReport>) -> serde_json::Value {
     let r = row.name();
     let m = &mut it.metrics;
     m.insert(format!("time_{r}"), Metric::lower(build.elapsed_s, "s"));
@@ -406,12 +667,19 @@ fn record(it: &mut Iteration, row: Row, build: &BuildStats, load: Option<&LoadRe
     let mut detail = serde_json::json!({
         "row": r,
         "load_unit": row.load_unit(),
-        "build_execs": build.execs,
         "build_minor_faults": build.usage.minor_faults,
         "build_major_faults": build.usage.major_faults,
         "build_voluntary_switches": build.usage.voluntary_switches,
         "build_involuntary_switches": build.usage.involuntary_switches,
     });
+    if let Some(obj) = detail.as_object_mut() {
+        if let Some(n) = build.execs {
+            obj.insert("build_execs".into(), n.into());
+        }
+        if let Some(n) = build.objects {
+            obj.insert("build_objects".into(), n.into());
+        }
+    }
     if let (Some(l), Some(obj)) = (load, detail.as_object_mut()) {
         // The whole life of the load (head start, build, stop) beside the
         // build's window the metrics use.
@@ -456,8 +724,15 @@ impl Workload for Contest {
         NAME
     }
 
+    /// The parameters, and for the pack foreground the pack's identity:
+    /// builds by different compilers or of different trees are never
+    /// compared.
     fn params(&self) -> serde_json::Map<String, serde_json::Value> {
-        params_map(&self.params)
+        let mut p = params_map(&self.params);
+        if let ForegroundBuild::Pack { build, .. } = &self.foreground {
+            p.insert(pack_build::PACK_ID_PARAM.into(), build.pack_id().into());
+        }
+        p
     }
 
     fn run_iteration(&mut self) -> Result<Iteration, WorkloadError> {
@@ -491,7 +766,17 @@ impl Workload for Contest {
         d.insert("dir".into(), self.space.dir.display().to_string().into());
         d.insert("fs".into(), self.space.fs.clone().into());
         d.insert("scratch_disk".into(), self.space.scratch_disk.into());
-        d.insert("tree_sha256".into(), self.tree.sha256.clone().into());
+        match &self.foreground {
+            ForegroundBuild::Synthetic { tree, .. } => {
+                d.insert("tree_sha256".into(), tree.sha256.clone().into());
+            }
+            ForegroundBuild::Pack { build, pack } => {
+                d.insert("target".into(), build.target().name().into());
+                d.insert("goals".into(), build.target().goals().into());
+                d.insert("pack".into(), pack.display().to_string().into());
+                d.insert("skeleton_files".into(), build.skeleton_files().into());
+            }
+        }
         d.insert("caches_dropped".into(), (self.params.drop_caches && drop_error.is_none()).into());
         if let Some(e) = drop_error {
             d.insert("drop_caches_error".into(), e.into());
@@ -506,7 +791,7 @@ mod tests {
 
     #[test]
     fn loads_and_lcpu_are_the_builds_window_and_the_whole_life_is_detail() {
-        let build = BuildStats {
+        let build = Timed::from(BuildStats {
             limit: JobLimit::Jobs(4),
             elapsed_s: 10.0,
             usage: Default::default(),
@@ -515,7 +800,7 @@ mod tests {
             compiles: 0,
             max_running: 0,
             image_sha256: String::new(),
-        };
+        });
         let window = LoadWindow { work: 40, wall_s: 10.0, cpu_s: 5.0, cpu_percent: 50.0 };
         let load = LoadReport {
             work: 100,
@@ -589,6 +874,82 @@ mod tests {
             Ok(_) => String::new(),
             Err(e) => error_chain(&e),
         }
+    }
+
+    #[test]
+    fn the_foreground_is_a_parameter_every_result_carries() {
+        let parse = |m: serde_json::Value| {
+            crate::workload::parse_params::<ContestParams>(NAME, m.as_object().unwrap()).map_err(|e| error_chain(&e))
+        };
+        let p = parse(serde_json::json!({})).unwrap();
+        assert_eq!((p.build, p.target, p.pack.as_deref()), (Foreground::Synthetic, None, None), "synthetic by default");
+        let m = params_map(&p);
+        assert_eq!(m["build"], "synthetic", "the kind is in the params even when defaulted");
+        assert!(!m.contains_key("target") && !m.contains_key("pack"), "the pack build's own are not: {m:?}");
+        let p = parse(serde_json::json!({ "build": "pack", "target": "standard" })).unwrap();
+        assert_eq!((p.build, p.target), (Foreground::Pack, Some(Target::Standard)));
+        let m = params_map(&p);
+        assert_eq!((&m["build"], &m["target"]), (&"pack".into(), &"standard".into()));
+        let e = parse(serde_json::json!({ "build": "real" })).unwrap_err();
+        assert!(e.contains("real"), "{e}");
+        assert!(parse(serde_json::json!({ "build": "pack", "target": "vmlinux" })).is_err());
+        // The foreground's meaning changed with `pack`: version 5 (4 had
+        // only the synthetic build, and no `build` in its params).
+        assert_eq!(crate::workloads::version(NAME), Some(5));
+        // What `--pack auto` reads (the built-in suite's choice per arch is
+        // checked with the suites).
+        let spec = |name: &str, params: serde_json::Value| WorkloadSpec {
+            name: name.into(),
+            iterations: None,
+            warmup: None,
+            params: params.as_object().cloned().unwrap_or_default(),
+        };
+        assert!(needs_pack(&spec(NAME, serde_json::json!({ "build": "pack" }))));
+        assert!(crate::workloads::needs_pack(&spec(NAME, serde_json::json!({ "build": "pack" }))));
+        assert!(!crate::workloads::needs_pack(&spec(NAME, serde_json::json!({ "build": "synthetic" }))));
+        assert!(!crate::workloads::needs_pack(&spec(NAME, serde_json::json!({}))));
+        assert!(!needs_pack(&spec("kbuild", serde_json::json!({ "build": "pack" }))), "only contest's build");
+        assert!(crate::workloads::needs_pack(&spec("kernbench", serde_json::json!({}))));
+    }
+
+    #[test]
+    fn the_pack_builds_memory_bound_includes_mem_load_s_share() {
+        let none = |target, jobs, tree, ram| check_pack_memory(target, jobs, tree, None, ram, 0);
+        // kernbench's bound: 8 jobs on the quick target are 4 compilers.
+        let quick = BASE_MIB + 4 * JOB_MIB;
+        none(Target::Quick, 8, false, quick).unwrap();
+        let e = none(Target::Quick, 8, false, quick - 1).unwrap_err().to_string();
+        assert!(e.contains(&format!("needs about {quick} MiB")) && e.contains("4 compilers at once"), "{e}");
+        assert!(e.contains("-j8") && e.contains(&format!("MemTotal is {} MiB", quick - 1)), "{e}");
+        assert_eq!(quick, 960);
+        none(Target::Standard, 8, false, BASE_MIB + 8 * JOB_MIB).unwrap();
+        let e = none(Target::Quick, 2, true, 600).unwrap_err().to_string();
+        assert!(e.contains("needs about 640 MiB") && e.contains("32 MiB of output tree in memory"), "{e}");
+        // mem_load's 110% of mem_bytes comes on top, against RAM and swap.
+        let mem_load = Some(2200 * MIB);
+        let e = check_pack_memory(Target::Quick, 8, false, mem_load, 2000, 1000).unwrap_err().to_string();
+        assert!(e.contains("960 MiB") && e.contains("2200 MiB for mem_load"), "{e}");
+        assert!(e.contains("3160 MiB in all") && e.contains("MemTotal + SwapTotal is 3000 MiB"), "{e}");
+        assert!(e.contains("--swap") && e.contains("mem_load out of rows"), "{e}");
+        check_pack_memory(Target::Quick, 8, false, mem_load, 2000, 1160).unwrap();
+        // Without mem_load, swap does not count for the build.
+        assert!(check_pack_memory(Target::Quick, 8, false, None, 900, 4000).is_err());
+    }
+
+    #[test]
+    fn a_pack_build_without_a_pack_is_refused_before_any_work() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pack = tmp.path().join("no-pack");
+        let e = refused(&|p| {
+            p.build = Foreground::Pack;
+            p.pack = Some(pack.display().to_string());
+        });
+        assert!(e.contains(&format!("{}/usr/bin/make is missing", pack.display())), "{e}");
+        assert!(e.contains("contest") && e.contains("bootbench run --pack"), "{e}");
+        let e = refused(&|p| p.target = Some(Target::Quick));
+        assert!(e.contains("parameters of the pack build"), "{e}");
+        let e = refused(&|p| p.pack = Some("/pack".into()));
+        assert!(e.contains("parameters of the pack build"), "{e}");
     }
 
     #[test]

@@ -8,63 +8,28 @@
 //! syncs, and times one `make -jN` from fork to reap; the rusage comes
 //! from `wait4`, so it covers make and every compiler it reaped. The
 //! runner's warmup iterations are kernbench's warmup build. Owns the
-//! parameters, the job levels, the memory bound and the metrics; the
-//! targets are in `target`, the chrooted child in `userland_pack`.
+//! parameters, the job levels, the memory bound of its levels and the
+//! metrics; the copy, the reset, the timed make and the targets are
+//! `pack_build`'s (shared with contest's foreground), the chrooted child
+//! `userland_pack`'s.
 //!
 //! The synthetic `kbuild` stays for arches without a pack; the two are
 //! different workloads and never compared.
 
-pub mod target;
-
 use crate::kernel_build::make::JobLimit;
 use crate::kernel_build::online_cpus;
+use crate::pack_build::target::Target;
+use crate::pack_build::{self, PackBuild, PackBuildError, BASE_MIB, JOB_MIB};
 use crate::reap::Usage;
 use crate::schema::{Iteration, Metric};
 use crate::scratch_space::{self, ScratchError, ScratchSpace};
-use crate::userland_pack::{self, PackCommand, PackError, Ran};
+use crate::userland_pack::{self, PackError, Ran};
 use crate::workload::{params_map, RunContext, Workload, WorkloadError};
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
-use std::time::SystemTime;
-use target::{Reset, Skeleton, Target};
+use std::path::PathBuf;
 
 /// The workload's name.
 pub const NAME: &str = "kernbench";
-
-/// The pack's pristine source tree.
-pub const SOURCE: &str = "/usr/src/linux";
-
-/// The pack's prepared output tree (`make O=... x86_64_defconfig prepare`).
-pub const PREPARED: &str = "/usr/src/linux-obj";
-
-/// The parameter of a result that names the pack's identity.
-pub const PACK_ID_PARAM: &str = "pack_id";
-
-/// The pack's make.
-pub const MAKE: &str = "/usr/bin/make";
-
-/// The pack's cp (coreutils; /bin is /usr/bin in a merged-/usr pack).
-pub const CP: &str = "/bin/cp";
-
-/// What the pack must hold, relative to its root.
-const PACK_NEEDS: [&str; 4] = ["usr/bin/make", "bin/cp", "usr/src/linux/Makefile", "usr/src/linux-obj/.config"];
-
-/// Memory one concurrent compile job takes, MiB. Measured on the
-/// development host (Debian 12, gcc 12.2, the pack's compiler) with
-/// `/usr/bin/time -v` around kbuild's own command for
-/// kernel/sched/core.o of linux-source-6.1 (x86_64_defconfig): cc1's
-/// maximum RSS was 168,272 KiB (164 MiB), the largest of the objects
-/// tried (kernel/fork.o 124 MiB, fs/ext4/inode.o 148 MiB, fs/dcache.o
-/// 85 MiB). Each job also has gcc's driver, `as`, a shell and fixdep
-/// beside or after cc1, and make runs one sub-make per directory: 12 MiB
-/// more.
-pub const JOB_MIB: u64 = 176;
-
-/// Memory besides the jobs, MiB: the kernel and the init, the top-level
-/// make (57 MiB RSS measured for a build of one object; it reads every
-/// `.cmd` file of the tree), and the page cache of the source tree's
-/// headers that every compile reads.
-pub const BASE_MIB: u64 = 256;
 
 /// One of kernbench's runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -115,10 +80,7 @@ impl JobLevel {
     /// starts every object of a directory at once, and kbuild descends
     /// into every directory at once).
     pub fn concurrent_jobs(self, target: Target, cpus: u32) -> u64 {
-        match self.limit(cpus) {
-            JobLimit::Jobs(n) => (n as u64).min(target.objects()),
-            JobLimit::Unbounded => target.objects(),
-        }
+        pack_build::concurrent_compilers(self.limit(cpus), target)
     }
 }
 
@@ -130,7 +92,7 @@ impl JobLevel {
 /// hundreds or thousands of compilers at once, as kernbench's maximal run
 /// did; the figure says so.
 pub fn memory_needed_mib(target: Target, level: JobLevel, cpus: u32) -> u64 {
-    BASE_MIB.saturating_add(JOB_MIB.saturating_mul(level.concurrent_jobs(target, cpus)))
+    pack_build::memory_needed_mib(level.concurrent_jobs(target, cpus))
 }
 
 fn levels_from_list_or_words<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<JobLevel>, D::Error> {
@@ -187,32 +149,15 @@ impl Default for KernbenchParams {
 /// kernbench's errors.
 #[derive(Debug, thiserror::Error)]
 pub enum KernbenchError {
-    /// Running in the pack (the pack missing, a set-up step, make failing).
+    /// The pack missing, or lacking what the build needs.
     #[error(transparent)]
     Pack(#[from] PackError),
+    /// The build: the copy, a reset, make, the objects' count.
+    #[error(transparent)]
+    Build(#[from] PackBuildError),
     /// The output tree's directory.
     #[error("output tree")]
     Scratch(#[from] ScratchError),
-    /// A file of the output tree.
-    #[error("cannot {what} {path}")]
-    Io {
-        /// The operation.
-        what: &'static str,
-        /// The path.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// Walking the output tree.
-    #[error("cannot walk the output tree {path}")]
-    Walk {
-        /// The tree.
-        path: PathBuf,
-        /// The walk's error.
-        #[source]
-        source: walkdir::Error,
-    },
     /// The machine has less memory than the builds asked for need.
     #[error("the {target} target at the {level} job level ({jobs} on {cpus} CPUs, {concurrent} compilers at once) needs about {need_mib} MiB ({BASE_MIB} MiB + {JOB_MIB} MiB per compiler{tree}), but MemTotal is {have_mib} MiB: give the machine more memory, or leave {level} out of `jobs`")]
     Memory {
@@ -232,14 +177,6 @@ pub enum KernbenchError {
         have_mib: u64,
         /// The output tree's share when it is in memory.
         tree: String,
-    },
-    /// make succeeded but compiled no object of the target.
-    #[error("make {jobs} {goals} succeeded but built no object: the reset left the target built, or the tree is not the pack's")]
-    NothingBuilt {
-        /// make's job flag.
-        jobs: String,
-        /// The goals.
-        goals: String,
     },
 }
 
@@ -309,23 +246,7 @@ pub struct Kernbench {
     pack: PathBuf,
     cpus: u32,
     space: ScratchSpace,
-    work: PathBuf,
-    obj: PathBuf,
-    skeleton: Skeleton,
-    /// The pack's make environment, added to every make's.
-    make_env: Vec<String>,
-    /// The pack's identity ([`userland_pack::pack_identity`]).
-    pack_id: String,
-}
-
-/// Where the output tree is inside the pack: under [`WORK_MOUNT`], and
-/// exactly where the pack's recipe prepared it (objtool records that path;
-/// elsewhere it would be rebuilt in every timed build).
-pub const OBJ_IN_PACK: &str = "/bootbench/work/obj";
-
-/// [`OBJ_IN_PACK`], owned.
-fn obj_in_pack() -> String {
-    OBJ_IN_PACK.to_string()
+    build: PackBuild,
 }
 
 impl Kernbench {
@@ -342,8 +263,7 @@ impl Kernbench {
             return Err(bad(format!("jobs lists a level twice: {:?}", params.jobs)));
         }
         let pack = PathBuf::from(&params.pack);
-        userland_pack::check(&pack, &PACK_NEEDS, NAME).map_err(failed)?;
-        let pack_id = userland_pack::pack_identity(&pack).map_err(failed)?;
+        pack_build::check_pack(&pack, NAME).map_err(failed)?;
         let cpus = u32::try_from(online_cpus()).unwrap_or(u32::MAX);
         let space = scratch_space::choose(&params.dir, &ctx.work_dir).map_err(failed)?;
         let tree_in_memory = !space.scratch_disk && matches!(space.fs.as_str(), "tmpfs" | "ramfs");
@@ -351,81 +271,8 @@ impl Kernbench {
             crate::provenance::mem_total().ok_or_else(|| bad("cannot read MemTotal from /proc/meminfo".into()))? >> 20;
         check_memory(params.target, &params.jobs, cpus, have_mib, tree_in_memory).map_err(failed)?;
         space.require(params.target.work_tree_mib() << 20, "kernbench's output tree", "").map_err(failed)?;
-        let work = space.dir.join(NAME);
-        let io = |what, path: &Path| {
-            let path = path.to_path_buf();
-            move |source| failed(KernbenchError::Io { what, path, source })
-        };
-        if work.exists() {
-            std::fs::remove_dir_all(&work).map_err(io("remove", &work))?;
-        }
-        std::fs::create_dir_all(&work).map_err(io("create", &work))?;
-        let obj = work.join("obj");
-        let copy = PackCommand {
-            pack: pack.clone(),
-            work: work.clone(),
-            cwd: "/".into(),
-            argv: vec![CP.into(), "-a".into(), PREPARED.into(), obj_in_pack()],
-            log: work.join("copy.log"),
-            extra_env: Vec::new(),
-        };
-        userland_pack::run(&copy).map_err(failed)?;
-        let skeleton =
-            Skeleton::read(&obj).map_err(|source| failed(KernbenchError::Walk { path: obj.clone(), source }))?;
-        let make_env = userland_pack::pack_make_env(&pack).map_err(failed)?;
-        Ok(Kernbench { params, pack, cpus, space, work, obj, skeleton, make_env, pack_id })
-    }
-
-    fn make(&self, args: &[String], log: &str) -> PackCommand {
-        let mut argv = vec![MAKE.to_string(), "-C".into(), SOURCE.into(), format!("O={}", obj_in_pack())];
-        argv.extend(args.iter().cloned());
-        PackCommand {
-            pack: self.pack.clone(),
-            work: self.work.clone(),
-            cwd: obj_in_pack(),
-            argv,
-            log: self.work.join(log),
-            extra_env: self.make_env.clone(),
-        }
-    }
-
-    /// Writes a new marker file beside the output tree and returns its
-    /// time: objects written from now on are the next build's. The time
-    /// is the filesystem's (a coarse clock, up to a tick behind the
-    /// system's), as the objects' will be.
-    fn start_marker(&self) -> Result<SystemTime, KernbenchError> {
-        let path = self.work.join("build.start");
-        let io = |what| {
-            let path = path.clone();
-            move |source| KernbenchError::Io { what, path, source }
-        };
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io("remove")(e)),
-            _ => {}
-        }
-        std::fs::File::create(&path).and_then(|f| f.metadata()?.modified()).map_err(io("create"))
-    }
-
-    /// Undoes the target's build (untimed) and syncs, as kernbench's
-    /// `make clean; sync`.
-    fn reset(&self) -> Result<(), KernbenchError> {
-        let walk = |source| KernbenchError::Walk { path: self.obj.clone(), source };
-        match target::reset_plan(self.params.target, &self.obj, &self.skeleton).map_err(walk)? {
-            Reset::MakeClean => {
-                userland_pack::run(&self.make(&["clean".into()], "clean.log"))?;
-            }
-            Reset::Delete(files) => {
-                for f in files {
-                    std::fs::remove_file(&f).map_err(|source| KernbenchError::Io {
-                        what: "remove",
-                        path: f,
-                        source,
-                    })?;
-                }
-            }
-        }
-        nix::unistd::sync();
-        Ok(())
+        let build = PackBuild::prepare(&pack, params.target, &space.dir.join(NAME)).map_err(failed)?;
+        Ok(Kernbench { params, pack, cpus, space, build })
     }
 }
 
@@ -434,11 +281,11 @@ impl Workload for Kernbench {
         NAME
     }
 
-    /// The parameters, and the pack's identity as `pack_id`: builds by
-    /// different compilers or of different trees are never compared.
+    /// The parameters, and the pack's identity: builds by different
+    /// compilers or of different trees are never compared.
     fn params(&self) -> serde_json::Map<String, serde_json::Value> {
         let mut p = params_map(&self.params);
-        p.insert(PACK_ID_PARAM.into(), self.pack_id.clone().into());
+        p.insert(pack_build::PACK_ID_PARAM.into(), self.build.pack_id().into());
         p
     }
 
@@ -446,24 +293,15 @@ impl Workload for Kernbench {
         let mut it = Iteration::default();
         let goals = self.params.target.goals();
         for &level in &self.params.jobs {
-            self.reset().map_err(failed)?;
-            let flag = level.limit(self.cpus).flag();
-            let mut args = vec![flag.clone()];
-            args.extend(goals.iter().cloned());
-            let since = self.start_marker().map_err(failed)?;
-            let ran = userland_pack::run(&self.make(&args, "build.log")).map_err(failed)?;
-            let objects = target::count_built(self.params.target, &self.obj, &self.skeleton, since)
-                .map_err(|source| failed(KernbenchError::Walk { path: self.obj.clone(), source }))?;
-            if objects == 0 {
-                return Err(failed(KernbenchError::NothingBuilt { jobs: flag, goals: goals.join(" ") }));
-            }
-            it.metrics.extend(build_metrics(level, &ran));
+            self.build.reset().map_err(failed)?;
+            let built = self.build.timed_build(level.limit(self.cpus)).map_err(failed)?;
+            it.metrics.extend(build_metrics(level, &built.ran));
             let m = level.name();
             let d = &mut it.detail;
-            d.insert(format!("jobs_{m}"), flag.into());
-            d.insert(format!("objects_{m}"), objects.into());
-            d.insert(format!("minor_faults_{m}"), ran.usage.minor_faults.into());
-            d.insert(format!("major_faults_{m}"), ran.usage.major_faults.into());
+            d.insert(format!("jobs_{m}"), built.jobs.into());
+            d.insert(format!("objects_{m}"), built.objects.into());
+            d.insert(format!("minor_faults_{m}"), built.ran.usage.minor_faults.into());
+            d.insert(format!("major_faults_{m}"), built.ran.usage.major_faults.into());
         }
         let d = &mut it.detail;
         d.insert("target".into(), self.params.target.name().into());
@@ -473,7 +311,7 @@ impl Workload for Kernbench {
         d.insert("dir".into(), self.space.dir.display().to_string().into());
         d.insert("fs".into(), self.space.fs.clone().into());
         d.insert("scratch_disk".into(), self.space.scratch_disk.into());
-        d.insert("skeleton_files".into(), self.skeleton.len().into());
+        d.insert("skeleton_files".into(), self.build.skeleton_files().into());
         Ok(it)
     }
 }
@@ -484,8 +322,6 @@ mod tests {
 
     #[test]
     fn kernbench_job_levels_are_make_flags() {
-        // The output tree is inside the work mount.
-        assert!(OBJ_IN_PACK.starts_with(&format!("{}/", crate::userland_pack::WORK_MOUNT)));
         let flag = |l: JobLevel, cpus| l.limit(cpus).flag();
         assert_eq!([1, 2, 3, 4, 8].map(|c| flag(JobLevel::Half, c)), ["-j1", "-j1", "-j1", "-j2", "-j4"]);
         assert_eq!([1, 2, 8].map(|c| flag(JobLevel::Optimal, c)), ["-j4", "-j8", "-j32"]);

@@ -1,7 +1,8 @@
-//! What kernbench builds and how it undoes a build: the three targets
-//! (a handful of objects, a few directories, vmlinux) as make goals, the
-//! files a reset deletes, and the objects a build made. Works on the
-//! output tree (`O=`) only; never runs make (the workload does).
+//! What a build in the pack compiles and how it is undone: the three
+//! targets (a handful of objects, a few directories, vmlinux) as make
+//! goals, the files a reset deletes, and the objects a build made. Works
+//! on the output tree (`O=`) only; never runs make (the parent module
+//! does).
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;

@@ -1,4 +1,5 @@
-//! kernbench's real path on the host: a stand-in userland pack made of
+//! The build in the pack (`loads::pack_build`) on the host, as kernbench
+//! and contest's `pack` foreground run it: a stand-in userland pack made of
 //! the host's own programs (its /usr directories bind-mounted read-only)
 //! and a tiny kernel tree whose Makefile honours `O=` and kbuild's goal
 //! names, the whole pack read-only. Each test assembles the pack in a
@@ -346,4 +347,68 @@ fn kernbench_pack_setup_failures_name_the_step_and_the_errno() {
     let e = setup(userland_pack::run(&cmd("/", "/usr/bin/make")));
     assert!(e.contains(&format!("could not mount a tmpfs on {}/tmp", pack.display())), "{e}");
     assert!(std::fs::read_dir(pack.join("proc")).unwrap().next().is_none(), "no mount is left behind");
+}
+
+/// Prepares contest with the pack foreground on the fake pack, runs one
+/// iteration of `rows`, and returns the params, the iteration and the
+/// compiles the tree's make log counted.
+fn run_contest(pack: &FakePack, rows: &[&str]) -> Result<Value, String> {
+    let (root, work_dir) = (pack.root(), pack.work_dir());
+    let rows: Vec<String> = rows.iter().map(|r| r.to_string()).collect();
+    in_pack_namespace(pack, move || {
+        let chain = |e: &dyn std::error::Error| loads::error_chain::error_chain(e);
+        // No cache drop: it would be the host's.
+        let p = json!({
+            "build": "pack", "pack": root, "rows": rows, "dir": work_dir, "drop_caches": false,
+            "lead_s": 0.2, "mem_bytes": 48u64 << 20, "jobs": 4,
+        });
+        let ctx = RunContext::new(1, work_dir.clone());
+        let mut w = workloads::prepare("contest", p.as_object().unwrap(), &ctx).map_err(|e| chain(&e))?;
+        let it = serde_json::to_value(w.run_iteration().map_err(|e| chain(&e))?).unwrap();
+        let obj = work_dir.join("contest/linux/obj");
+        let compiles = std::fs::read_to_string(obj.join("compiles.log")).unwrap_or_default().lines().count();
+        Ok(json!({ "params": w.params(), "iteration": it, "compiles": compiles }))
+    })
+}
+
+#[test]
+fn contest_times_the_pack_build_in_each_row_after_an_untimed_reset() {
+    require!(&TOOLS);
+    let pack = fake_pack(None);
+    let out = run_contest(&pack, &["fork_load", "no_load"]).unwrap_or_else(|e| panic!("{e}"));
+    let p = &out["params"];
+    assert_eq!((&p["build"], &p["target"], &p["jobs"]), (&json!("pack"), &json!("quick"), &json!(4)), "{p}");
+    assert_eq!(p["rows"], json!(["no_load", "fork_load"]), "contest's order");
+    assert_eq!(p["pack_id"], FAKE_PACK_ID, "the pack's identity is a parameter: other packs never compare");
+    let it = &out["iteration"];
+    assert!(it["errors"].as_array().is_none_or(|e| e.is_empty()), "{it}");
+    for r in ["no_load", "fork_load"] {
+        let m = |k: &str| it["metrics"][format!("{k}_{r}")]["value"].as_f64().unwrap_or(f64::NAN);
+        assert!(m("time") > 0.0 && m("cpu_percent") > 0.0, "{r}: {it}");
+        let row = it["detail"]["rows"].as_array().unwrap().iter().find(|d| d["row"] == r).unwrap();
+        assert_eq!(row["build_objects"], 4, "{r}: every quick object rebuilt after the reset: {row}");
+        assert!(row.get("build_execs").is_none(), "the applets' count is the synthetic build's: {row}");
+    }
+    assert!(it["metrics"]["loads_fork_load"]["value"].as_f64().unwrap() > 0.0, "{it}");
+    assert_eq!(it["metrics"]["ratio_no_load"]["value"], 1.0);
+    let d = &it["detail"];
+    assert_eq!(
+        (&d["target"], &d["goals"]),
+        (&json!("quick"), &json!(["kernel/fork.o", "mm/mmap.o", "fs/exec.o", "block/blk-core.o"]))
+    );
+    assert!(d.get("tree_sha256").is_none(), "no synthetic tree: {d}");
+    // The untimed warmup build and the two rows' each compiled all four.
+    assert_eq!(out["compiles"], 3 * 4, "{out}");
+    assert_no_mount_left(&pack);
+}
+
+#[test]
+fn contest_pack_build_failure_is_the_row_s_error_with_make_s_words() {
+    require!(&TOOLS);
+    let pack = fake_pack(Some("block/blk-core.c"));
+    // The warmup build fails first: contest is not prepared.
+    let e = run_contest(&pack, &["no_load"]).unwrap_err();
+    assert!(e.contains("contest") && e.contains("failed in the pack (exit status 2)"), "{e}");
+    assert!(e.contains("contest/linux/build.log:") && e.contains("blk-core.c"), "{e}");
+    assert_no_mount_left(&pack);
 }
