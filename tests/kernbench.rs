@@ -112,6 +112,23 @@ fn local_unmounts_the_pack_and_detaches_its_loop_device_after_a_failing_workload
 }
 
 #[test]
+#[ignore = "needs root and a loop device: run scripts/test"]
+fn local_refuses_an_image_that_does_not_mount_naming_it_and_the_mount_point_and_leaves_nothing() {
+    support::require(nix::unistd::geteuid().is_root(), "root (local mounts the pack)");
+    let dir = scratch();
+    let image = dir.path().join("zeros.img");
+    std::fs::write(&image, vec![0u8; 1 << 20]).unwrap();
+    let suite = Suite::from_json("test", QUICK_OPTIMAL).unwrap();
+    let pack = resolve(&PackChoice::Image(image.clone()), &suite, "x86_64").unwrap().unwrap();
+    let e = format!("{:#}", bootbench::local::run_suite(&suite, None, Some(&pack)).unwrap_err());
+    assert!(e.contains(&format!("cannot mount the userland pack {}", image.display())), "{e}");
+    let mount_point = e.split(" at ").nth(1).and_then(|rest| rest.split(':').next()).expect("names the mount point");
+    assert!(mount_point.contains("bootbench-pack-"), "{e}");
+    assert!(!Path::new(mount_point).exists(), "the mount point {mount_point} is left");
+    assert!(loop_devices_of(&image).is_empty(), "a loop device still holds {}", image.display());
+}
+
+#[test]
 #[ignore = "needs root and the userland pack (built on first use, networked): run scripts/test"]
 fn local_runs_a_quick_kernbench_on_this_host_from_the_pack() {
     support::require(nix::unistd::geteuid().is_root(), "root (local mounts the pack; mmdebstrap builds it)");
@@ -133,7 +150,8 @@ fn local_runs_a_quick_kernbench_on_this_host_from_the_pack() {
     assert!(pack.serial.is_empty(), "no guest found it by a serial");
     let doc = doc.document;
     assert!(doc.errors.is_empty(), "{:?}", doc.errors);
-    assert_eq!(doc.status, Status::Complete);
+    let failed: Vec<_> = doc.workloads.iter().filter_map(|w| w.error.as_deref()).collect();
+    assert_eq!(doc.status, Status::Complete, "{failed:?}");
     let mount = doc.provenance.storage.as_ref().and_then(|s| s.pack_mount.clone()).expect("pack_mount");
     assert!(!Path::new(&mount).exists(), "the mount point {mount} is left");
 
