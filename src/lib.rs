@@ -10,6 +10,7 @@ pub mod calibration;
 pub mod cli;
 pub mod compare;
 pub mod group_inputs;
+pub mod interrupt;
 pub mod kernel;
 pub mod local;
 pub mod nbench_compat;

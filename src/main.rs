@@ -16,7 +16,7 @@ fn main() -> ExitCode {
     let done = bootbench::cli::dispatch(&cli);
     // After a Ctrl-C the watcher ends the process with 130, once its
     // cleanups are done; an error that the interrupt caused is not ours.
-    bootbench::boot::interrupt::hold_if_interrupted();
+    bootbench::interrupt::hold_if_interrupted();
     match done {
         Ok(code) => code,
         Err(e) => {

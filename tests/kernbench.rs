@@ -5,11 +5,174 @@
 //! objects on the ext4 scratch disk): one warmup and one timed build at the
 //! optimal job count, in one boot under TCG. Checks the guest's figures
 //! and that the envelope names the pack; prints the user:system split.
+//!
+//! And `bootbench local`, the same build on this host from the same pack:
+//! the pack mounted read-only on a loop device for the run, undone after
+//! it whatever the workloads did, recorded beside the document; refused
+//! with `--pack none`.
 
 mod support;
 
+use bootbench::pack::choice::{resolve, PackChoice};
 use loads::schema::Status;
+use loads::suite::Suite;
+use std::path::{Path, PathBuf};
 use support::*;
+
+/// A suite of kernbench's quick target at the optimal job count, one
+/// timed build and no warmup.
+const QUICK_OPTIMAL: &str = r#"{"name":"kernbench-quick-optimal","workloads":[{"name":"kernbench","iterations":1,"warmup":0,"params":{"target":"quick","jobs":["optimal"]}}]}"#;
+
+#[test]
+fn local_with_pack_none_refuses_a_kernbench_suite_naming_the_flag() {
+    let dir = scratch();
+    let suite = dir.path().join("suite.json");
+    std::fs::write(&suite, QUICK_OPTIMAL).unwrap();
+    let mut c = bootbench(["local", "--pack", "none", "--suite"]);
+    c.arg(&suite);
+    let run = run_with_deadline(c, std::time::Duration::from_secs(120));
+    assert_eq!(run.code(), Some(1), "{}", run.transcript());
+    assert!(run.stderr.contains("--pack none") && run.stderr.contains("kernbench"), "{}", run.transcript());
+    assert!(!run.stderr.contains("local: workload"), "nothing ran: {}", run.transcript());
+}
+
+/// A small ext4 image (not a usable pack) in `dir`, made by mke2fs.
+fn small_ext4(dir: &Path) -> PathBuf {
+    let image = dir.join("small.ext4");
+    let out = std::process::Command::new("mke2fs")
+        .args(["-q", "-F", "-t", "ext4"])
+        .arg(&image)
+        .arg("8M")
+        .output()
+        .expect("run mke2fs");
+    assert!(out.status.success(), "mke2fs: {}", String::from_utf8_lossy(&out.stderr));
+    image
+}
+
+/// The loop devices backed by `image`, from sysfs.
+fn loop_devices_of(image: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/sys/block").unwrap().flatten() {
+        let backing = entry.path().join("loop/backing_file");
+        if let Ok(text) = std::fs::read_to_string(&backing) {
+            if Path::new(text.trim()) == image {
+                found.push(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+    }
+    found
+}
+
+/// Runs `suite` with `image` as the pack through the library, as `local`
+/// does, and checks that the pack was mounted for it and is gone after:
+/// no mount point, no mount, no loop device backed by the image.
+fn local_run_leaves_no_pack_behind(suite: &str, image: &Path) -> loads::schema::RunDocument {
+    let suite = Suite::from_json("test", suite).unwrap();
+    let pack = resolve(&PackChoice::Image(image.to_path_buf()), &suite, "x86_64").unwrap().unwrap();
+    let doc = bootbench::local::run_suite(&suite, None, Some(&pack)).unwrap();
+    assert_eq!(doc.pack.as_ref().map(|p| p.image.as_path()), Some(image), "the document records the pack");
+    let storage = doc.document.provenance.storage.as_ref().expect("provenance.storage names the pack's mount");
+    let (device, dir) = (storage.pack_device.clone().unwrap(), storage.pack_mount.clone().unwrap());
+    assert!(device.starts_with("/dev/loop"), "{device}");
+    assert!(!Path::new(&dir).exists(), "the mount point {dir} is left");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(&dir), "{dir} is still mounted:\n{mounts}");
+    assert!(loop_devices_of(image).is_empty(), "{device} still holds {}", image.display());
+    doc.document
+}
+
+#[test]
+#[ignore = "needs root, mke2fs and a loop device: run scripts/test"]
+fn local_unmounts_the_pack_and_detaches_its_loop_device_after_a_run() {
+    support::require(nix::unistd::geteuid().is_root(), "root (local mounts the pack)");
+    require_program("mke2fs");
+    let dir = scratch();
+    let image = small_ext4(dir.path());
+    let doc = local_run_leaves_no_pack_behind(
+        r#"{"name":"t","workloads":[{"name":"fork","iterations":1,"warmup":0}]}"#,
+        &image,
+    );
+    assert_eq!(doc.status, Status::Complete, "{:?}", doc.errors);
+}
+
+#[test]
+#[ignore = "needs root, mke2fs and a loop device: run scripts/test"]
+fn local_unmounts_the_pack_and_detaches_its_loop_device_after_a_failing_workload() {
+    support::require(nix::unistd::geteuid().is_root(), "root (local mounts the pack)");
+    require_program("mke2fs");
+    let dir = scratch();
+    let image = small_ext4(dir.path());
+    // An empty ext4 is no pack: kernbench fails, naming where it looked,
+    // which is where local mounted it.
+    let doc = local_run_leaves_no_pack_behind(QUICK_OPTIMAL, &image);
+    let w = &doc.workloads[0];
+    let error = w.error.as_deref().expect("kernbench fails on an empty pack");
+    let mount = doc.provenance.storage.as_ref().and_then(|s| s.pack_mount.clone()).unwrap();
+    assert!(error.contains(&format!("no usable userland pack at {mount}")), "{error}");
+}
+
+#[test]
+#[ignore = "needs root and a loop device: run scripts/test"]
+fn local_refuses_an_image_that_does_not_mount_naming_it_and_the_mount_point_and_leaves_nothing() {
+    support::require(nix::unistd::geteuid().is_root(), "root (local mounts the pack)");
+    let dir = scratch();
+    let image = dir.path().join("zeros.img");
+    std::fs::write(&image, vec![0u8; 1 << 20]).unwrap();
+    let suite = Suite::from_json("test", QUICK_OPTIMAL).unwrap();
+    let pack = resolve(&PackChoice::Image(image.clone()), &suite, "x86_64").unwrap().unwrap();
+    let e = format!("{:#}", bootbench::local::run_suite(&suite, None, Some(&pack)).unwrap_err());
+    assert!(e.contains(&format!("cannot mount the userland pack {}", image.display())), "{e}");
+    let mount_point = e.split(" at ").nth(1).and_then(|rest| rest.split(':').next()).expect("names the mount point");
+    assert!(mount_point.contains("bootbench-pack-"), "{e}");
+    assert!(!Path::new(mount_point).exists(), "the mount point {mount_point} is left");
+    assert!(loop_devices_of(&image).is_empty(), "a loop device still holds {}", image.display());
+}
+
+#[test]
+#[ignore = "needs root and the userland pack (built on first use, networked): run scripts/test"]
+fn local_runs_a_quick_kernbench_on_this_host_from_the_pack() {
+    support::require(nix::unistd::geteuid().is_root(), "root (local mounts the pack; mmdebstrap builds it)");
+    for program in ["mmdebstrap", "mke2fs"] {
+        require_program(program);
+    }
+    let dir = scratch();
+    let suite = dir.path().join("suite.json");
+    std::fs::write(&suite, QUICK_OPTIMAL).unwrap();
+    let out = dir.path().join("local.json");
+    let mut c = bootbench(["local", "--suite"]);
+    c.arg(&suite).arg("-o").arg(&out);
+    let run = run_with_deadline(c, BOOT_DEADLINE);
+    run.assert_success();
+    let doc: bootbench::local::LocalDocument = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let pack = doc.pack.as_ref().expect("the document records the pack");
+    assert_eq!(pack.image_sha256, bootbench::pack::image::sha256_file(&pack.image).unwrap());
+    assert!(pack.packages.iter().any(|p| p.starts_with("gcc-12=")), "{:?}", pack.packages);
+    assert!(pack.serial.is_empty(), "no guest found it by a serial");
+    let doc = doc.document;
+    assert!(doc.errors.is_empty(), "{:?}", doc.errors);
+    let failed: Vec<_> = doc.workloads.iter().filter_map(|w| w.error.as_deref()).collect();
+    assert_eq!(doc.status, Status::Complete, "{failed:?}");
+    let mount = doc.provenance.storage.as_ref().and_then(|s| s.pack_mount.clone()).expect("pack_mount");
+    assert!(!Path::new(&mount).exists(), "the mount point {mount} is left");
+
+    let w = doc.workloads.iter().find(|w| w.name == "kernbench").expect("a kernbench result");
+    assert_eq!(w.params["pack"], mount.as_str(), "kernbench built in the pack local mounted");
+    assert_eq!(w.iterations.len(), 1, "{w:?}");
+    let it = &w.iterations[0];
+    assert!(it.errors.is_empty(), "{:?}", it.errors);
+    let v = |k: &str| it.metrics.get(k).unwrap_or_else(|| panic!("no {k}: {:?}", it.metrics.keys())).value;
+    let (elapsed, user, system) = (v("elapsed_optimal"), v("user_optimal"), v("system_optimal"));
+    assert_eq!(it.detail["objects_optimal"], 4, "{:?}", it.detail);
+    assert!(elapsed > 0.0 && user > 0.0 && system > 0.0, "elapsed {elapsed} s, user {user} s, system {system} s");
+    eprintln!(
+        "kernbench quick, {} on this host ({} CPUs): elapsed {elapsed:.2} s, user {user:.2} s, system {system:.2} s \
+         (user:system {:.0}:{:.0})",
+        it.detail["jobs_optimal"],
+        it.detail["cpus"],
+        100.0 * user / (user + system),
+        100.0 * system / (user + system),
+    );
+}
 
 #[test]
 #[ignore = "boots real kernels under QEMU: run scripts/test"]

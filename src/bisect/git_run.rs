@@ -85,7 +85,7 @@ fn git_bisect_remaining(tree: &Path) -> Option<u64> {
 /// One `git bisect run` step on the tree's HEAD: its verdict.
 pub fn run_step(args: &BisectRunArgs) -> anyhow::Result<Verdict> {
     // Ctrl-C then kills a running build too, and never cuts a state write.
-    crate::boot::interrupt::install()?;
+    crate::interrupt::install()?;
     let tree = absolute(&args.tree)?;
     let head = resolve(&tree, "HEAD")?;
     let state_path = match &args.state {

@@ -87,19 +87,19 @@ struct LogLine<'a> {
 impl Journal for FileJournal {
     fn checkpoint(&mut self, state: &mut BisectState) -> Result<(), JournalError> {
         // An interrupt waits for the save, so it leaves no temp file behind.
-        Ok(crate::boot::interrupt::critical(|| state.save(&self.state_path))?)
+        Ok(crate::interrupt::critical(|| state.save(&self.state_path))?)
     }
 
     fn event(&mut self, event: Event) -> Result<(), JournalError> {
         // An interrupt waits for the line, and no line follows its own.
-        crate::boot::interrupt::critical(|| self.event_unguarded(event))
+        crate::interrupt::critical(|| self.event_unguarded(event))
     }
 }
 
 impl FileJournal {
     /// [`Journal::event`] without waiting for an interrupt in progress: for
     /// the interrupt's own hook, which runs while writes are held (see
-    /// `boot::interrupt::on_interrupt`).
+    /// `interrupt::on_interrupt`).
     pub fn event_unguarded(&mut self, event: Event) -> Result<(), JournalError> {
         if !self.quiet {
             eprintln!("bisect: {}", event.message);

@@ -360,7 +360,7 @@ impl QemuLab {
                 .args(["checkout", "--quiet", "--detach", commit])
                 .output()
         };
-        let out = crate::boot::interrupt::critical(git).map_err(|source| LabError::Io {
+        let out = crate::interrupt::critical(git).map_err(|source| LabError::Io {
             what: "run git in",
             path: self.settings.tree.clone(),
             source,
@@ -400,7 +400,7 @@ impl QemuLab {
         // Its own process group misses a terminal's Ctrl-C: an interrupt
         // kills it, so no build goes on in the tree after bootbench is gone.
         let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
-        let _kill_on_interrupt = crate::boot::interrupt::on_interrupt(move || {
+        let _kill_on_interrupt = crate::interrupt::on_interrupt(move || {
             let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
         });
         let limit = Duration::from_secs(self.settings.build_timeout_s);
@@ -592,7 +592,7 @@ impl Lab for QemuLab {
             ResultsFile::default()
         };
         results.boots.push(record);
-        crate::boot::interrupt::critical(|| results.write(&path))
+        crate::interrupt::critical(|| results.write(&path))
             .map_err(|e| LabError::Boot { commit: commit.into(), source: e.into() })?;
         Ok(obs)
     }

@@ -191,10 +191,10 @@ fn interrupted_says_how_to_resume(
     journal: &FileJournal,
     tree: &Path,
     state: &BisectState,
-) -> crate::boot::interrupt::OnInterrupt {
+) -> crate::interrupt::OnInterrupt {
     let (state_path, state_arg, mut journal) = (state_path.to_path_buf(), state_arg.to_path_buf(), journal.clone());
     let (tree, head) = (tree.to_path_buf(), state.original_head.clone());
-    crate::boot::interrupt::on_interrupt(move || {
+    crate::interrupt::on_interrupt(move || {
         let boots = BisectState::load(&state_path).map_or_else(|e| format!("? ({e})"), |s| s.boots.len().to_string());
         let message = format!(
             "interrupted: {} holds every finished boot ({boots}); the build or boot in progress is not recorded; continue with `bootbench bisect --resume --state {}`",
@@ -245,7 +245,7 @@ pub fn bisect(args: &BisectArgs) -> anyhow::Result<Option<Outcome>> {
     let dir = settings.artifacts.clone();
     let mut journal = FileJournal::new(&state_path, &dir.join("log.jsonl"), false);
     let prefix = args.output.clone().unwrap_or_else(|| dir.join("report"));
-    crate::boot::interrupt::install()?;
+    crate::interrupt::install()?;
     let _interrupt = interrupted_says_how_to_resume(&state_path, &args.state, &journal, &settings.tree, &state);
     if state.phase != Phase::Finished {
         let mut lab = QemuLab::open(&mut settings, state.plan.mode, &state.plan.metric)?;

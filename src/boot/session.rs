@@ -3,7 +3,7 @@
 //! every boot so an interrupted run keeps what it finished: on Ctrl-C the
 //! file holds exactly the finished boots, the boot in progress is dropped
 //! (said on stderr), the run's scratch files are removed, and the process
-//! exits 130 (see [`crate::boot::interrupt`]).
+//! exits 130 (see [`crate::interrupt`]).
 
 use crate::boot::image::{self as boot_image, ImageSpec, RESULT_PORT_MODULES};
 use crate::boot::kernels::{resolve_kernels, KernelUnderTest};
@@ -15,6 +15,7 @@ use crate::suite_choice::{apply_overrides, load_suite};
 use anyhow::{bail, Context};
 use loads::console_protocol::{ALIVE_CMDLINE_KEY, ICOUNT_ALIVE_INTERVAL_S};
 use loads::schema::RunDocument;
+use loads::suite::PACK_SERIAL;
 use qemu::accel::{choose, Accel, AccelRequest};
 use qemu::{Arch, BootSpec, Clock, Timeouts};
 use sha2::{Digest, Sha256};
@@ -173,8 +174,12 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
     };
     let storage =
         decide_storage(mem_mib)?.with_throttle(args.disk_throttle.as_deref(), icount_option(choice.accel, clock))?;
-    let pack_choice: crate::boot::pack_disk::PackChoice = args.pack.parse()?;
-    let pack = crate::boot::pack_disk::resolve(&pack_choice, &suite, arch.name())?;
+    let pack_choice: crate::pack::choice::PackChoice = args.pack.parse()?;
+    // Attached as a read-only disk the guest finds by its serial.
+    let pack = crate::pack::choice::resolve(&pack_choice, &suite, arch.name())?.map(|mut p| {
+        p.record.serial = PACK_SERIAL.to_string();
+        p
+    });
     if let Some(p) = &pack {
         eprintln!(
             "run: userland pack {} ({} bytes, sha256 {}), read-only, serial {}",
@@ -201,7 +206,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
         .collect::<Result<Vec<_>, _>>()?;
     let profile = arch.profile();
     let qemu_version = qemu::qemu_version(&profile.qemu_binary)?;
-    crate::boot::interrupt::install()?;
+    crate::interrupt::install()?;
     let work = tempfile::Builder::new().prefix("bootbench-run-").tempdir().context("cannot create a temp dir")?;
     // Probed once: where the images go and how QEMU does their I/O.
     let disk_io = storage
@@ -216,14 +221,14 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
     let _interrupt = {
         let (say, work) = (on_interrupt.clone(), work.path().to_path_buf());
         let disks = disk_io.as_ref().and_then(|d| d.own_dir()).map(Path::to_path_buf);
-        crate::boot::interrupt::on_interrupt(move || {
+        crate::interrupt::on_interrupt(move || {
             eprintln!("{}", say.lock().unwrap_or_else(PoisonError::into_inner));
             let patience = Duration::from_secs(10);
-            if !crate::boot::interrupt::remove_dir_until_gone(&work, patience) {
+            if !crate::interrupt::remove_dir_until_gone(&work, patience) {
                 eprintln!("run: could not remove the run's scratch directory {}", work.display());
             }
             if let Some(d) = &disks {
-                if !crate::boot::interrupt::remove_dir_until_gone(d, patience) {
+                if !crate::interrupt::remove_dir_until_gone(d, patience) {
                     eprintln!("run: could not remove the run's disk images in {}", d.display());
                 }
             }
@@ -337,7 +342,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
                 // A Ctrl-C also reaches QEMU (same process group) and ends
                 // this boot: start no retry and no next boot; the watcher
                 // ends the process.
-                crate::boot::interrupt::hold_if_interrupted();
+                crate::interrupt::hold_if_interrupted();
                 // The images hold what the guest wrote (up to GBs): gone
                 // after each boot, and made fresh for the next.
                 disks.remove();
@@ -367,7 +372,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
                 break record;
             };
             file.boots.push(record);
-            crate::boot::interrupt::critical(|| {
+            crate::interrupt::critical(|| {
                 let written = args.output.as_ref().map(|out| file.write(out)).transpose();
                 *on_interrupt.lock().unwrap_or_else(PoisonError::into_inner) =
                     interrupted_message(file.boots.len(), total, args.output.as_deref(), false);

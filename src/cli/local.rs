@@ -1,10 +1,11 @@
 //! `bootbench local`: the suite's workloads on this host, without booting.
 
 use crate::boot::options::parse_mem_mib;
+use crate::local::LocalDocument;
+use crate::pack::choice::PackChoice;
 use crate::report::summary_table;
 use crate::suite_choice::{apply_overrides, bound_contest_memory, load_suite, mem_available_bytes};
 use anyhow::Context;
-use loads::schema::RunDocument;
 use std::path::PathBuf;
 
 /// Options of `bootbench local`.
@@ -28,7 +29,8 @@ pub struct LocalArgs {
     /// Directory the workloads write in (default: a fresh temporary one).
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
-    /// Write the result document here.
+    /// Write the result document here (with the userland pack it used
+    /// beside its fields, as `pack`).
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// The RAM size contest's loads are sized from on this host (io_load's
@@ -37,10 +39,17 @@ pub struct LocalArgs {
     /// contest never takes the host down. A suite's own `mem_bytes` wins.
     #[arg(long, default_value = "1G")]
     pub mem: String,
+    /// The userland pack (Debian's gcc, make and a prepared Linux tree, the
+    /// same image `run` attaches), mounted read-only on this host for the
+    /// run's kernbench (needs root): auto (when the suite runs kernbench;
+    /// built on first use and cached), none, or the path of a pack image.
+    #[arg(long, default_value = "auto")]
+    pub pack: String,
 }
 
-/// Runs `bootbench local`: the workloads, the table, and `-o`'s document.
-pub fn run(args: &LocalArgs) -> anyhow::Result<RunDocument> {
+/// Runs `bootbench local`: the workloads, the table, and `-o`'s document
+/// (with the pack it used, if any).
+pub fn run(args: &LocalArgs) -> anyhow::Result<LocalDocument> {
     let mut suite = apply_overrides(
         load_suite(args.suite_word.as_ref().unwrap_or(&args.suite), std::env::consts::ARCH)?,
         args.iterations,
@@ -49,8 +58,10 @@ pub fn run(args: &LocalArgs) -> anyhow::Result<RunDocument> {
     )?;
     let mem_mib = parse_mem_mib(&args.mem).context("--mem")?;
     bound_contest_memory(&mut suite, mem_mib, mem_available_bytes())?;
-    let doc = crate::local::run_suite(&suite, args.work_dir.as_deref())?;
-    print!("{}", summary_table::render_document(&doc));
+    let pack_choice: PackChoice = args.pack.parse()?;
+    let pack = crate::pack::choice::resolve(&pack_choice, &suite, std::env::consts::ARCH)?;
+    let doc = crate::local::run_suite(&suite, args.work_dir.as_deref(), pack.as_ref())?;
+    print!("{}", summary_table::render_document(&doc.document));
     if let Some(out) = &args.output {
         let json = serde_json::to_vec_pretty(&doc)?;
         std::fs::write(out, json).with_context(|| format!("cannot write {}", out.display()))?;

@@ -4,7 +4,8 @@
 //! builds it with `mmdebstrap` from a checked-in lockfile of exact package
 //! versions, reproducibly, and caches it by content. This module never installs a package on the host and
 //! never names a mirror (the machine's apt sources give it); it knows
-//! nothing of booting.
+//! nothing of booting (besides `apt_sources`, the only module of the crate it
+//! names is the results model's record of a pack).
 //!
 //! - [`lockfile`]: the lockfile's format, and its comparison with a root;
 //! - [`dpkg_status`]: the packages a built root has;
@@ -15,11 +16,14 @@
 //! - [`image`]: the reproducible ext4 image;
 //! - [`cache`]: the content-addressed cache and the manifest;
 //! - [`targets`]: the packs there are and the packages they ask for;
-//! - [`build`]: `lock` and `build`, the two operations.
+//! - [`build`]: `lock` and `build`, the two operations;
+//! - [`choice`]: `--pack auto|none|PATH`, the pack a suite gets and what the
+//!   results record of it (for `run` and `local` alike).
 
 pub mod bootstrap;
 pub mod build;
 pub mod cache;
+pub mod choice;
 pub mod dpkg_status;
 pub mod image;
 pub mod linux_tree;

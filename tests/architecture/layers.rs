@@ -17,9 +17,10 @@ pub const HOST_LAYERS: &[(&str, &[&str])] = &[
     ("stats", &[]),
     ("suite_choice", &[]),
     ("apt_sources", &[]),
+    ("interrupt", &[]),
     ("kernel", &["apt_sources"]),
-    ("local", &[]),
-    ("pack", &["apt_sources"]),
+    ("pack", &["apt_sources", "results"]),
+    ("local", &["results", "pack", "interrupt"]),
     ("saved_upload", &["results"]),
     // The results service, the top of its own corner.
     ("service", &["results"]),
@@ -28,11 +29,11 @@ pub const HOST_LAYERS: &[(&str, &[&str])] = &[
     ("report", &["results", "stats", "compare"]),
     ("nbench_compat", &["stats"]),
     // Booting kernels.
-    ("boot", &["results", "kernel", "suite_choice", "service", "pack"]),
+    ("boot", &["results", "kernel", "suite_choice", "service", "pack", "interrupt"]),
     // What is built on booting and on the statistics.
     ("calibration", &["results", "stats", "compare", "boot"]),
     ("overhead", &["results", "kernel", "suite_choice", "boot"]),
-    ("bisect", &["results", "kernel", "suite_choice", "boot", "stats"]),
+    ("bisect", &["results", "kernel", "suite_choice", "boot", "stats", "interrupt"]),
     ("group_inputs", &["results", "compare", "report", "service"]),
     // The command line.
     ("cli", &["*"]),

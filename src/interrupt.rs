@@ -1,10 +1,11 @@
-//! Ctrl-C (SIGINT) and SIGTERM in the commands that boot kernels: the
-//! write in progress ends first, the cleanups registered run (a build's
-//! process group killed, a run's scratch files removed), each says what was
-//! kept and what was lost, and the process exits with 128 + the signal
-//! (130 for SIGINT, as a shell reports it). QEMU dies with its parent (the
-//! runner gives it a parent-death signal), so the boot in progress ends too
-//! and is not recorded.
+//! Ctrl-C (SIGINT) and SIGTERM in the commands that boot kernels and in
+//! `bootbench local`: the write in progress ends first, the cleanups
+//! registered run (a build's process group killed, a run's scratch files
+//! removed, local's userland pack unmounted), each says what was kept and
+//! what was lost, and the process exits with 128 + the signal (130 for
+//! SIGINT, as a shell reports it). QEMU dies with its parent (the runner
+//! gives it a parent-death signal), so the boot in progress ends too and is
+//! not recorded. Depends on nothing else of the crate.
 //!
 //! The signal handler only writes the signal's number to a pipe; a watcher
 //! thread does the rest outside signal context. A second Ctrl-C while the

@@ -1,49 +1,52 @@
-//! The userland pack a run attaches (`--pack auto|none|PATH`): whether the
-//! suite needs one, where the image comes from (bootbench's pack cache,
-//! built on first use, or the user's file), and what the results record of
-//! it. The disk is read-only and the guest finds it by its virtio serial
-//! ([`PACK_SERIAL`]). Building the image is `crate::pack`'s job.
+//! Which userland pack a suite gets (`--pack auto|none|PATH`, the same for
+//! `bootbench run` and `bootbench local`): whether the suite needs one,
+//! where the image comes from (this module's cache, built on first use, or
+//! the user's file), and what the results record of it. Knows nothing of
+//! how the image is then used: `crate::boot::session` attaches it to the
+//! guest as a read-only disk (and records its serial), `crate::local`
+//! mounts it on the host.
 
 use crate::results::pack::PackRecord;
-use loads::suite::{Suite, PACK_SERIAL};
+use loads::suite::Suite;
 use loads::workloads::needs_pack;
 use std::path::{Path, PathBuf};
 
 /// `--pack`: where the userland pack comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PackChoice {
-    /// Attach bootbench's pack for the arch when the suite needs one.
+    /// bootbench's pack for the arch, when the suite needs one.
     Auto,
-    /// Attach none.
+    /// No pack.
     None,
-    /// Attach this ext4 image.
+    /// This ext4 image.
     Image(PathBuf),
 }
 
 impl std::str::FromStr for PackChoice {
-    type Err = PackDiskError;
-    fn from_str(s: &str) -> Result<PackChoice, PackDiskError> {
+    type Err = ChoiceError;
+    fn from_str(s: &str) -> Result<PackChoice, ChoiceError> {
         match s {
             "auto" => Ok(PackChoice::Auto),
             "none" => Ok(PackChoice::None),
-            "" => Err(PackDiskError::Choice { given: s.to_string() }),
+            "" => Err(ChoiceError::Choice { given: s.to_string() }),
             path => Ok(PackChoice::Image(PathBuf::from(path))),
         }
     }
 }
 
-/// The pack a run attaches: the image and what the results record.
+/// The pack a run uses: the image and what the results record (its
+/// `serial` left empty: only a boot attaches it by one).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PackDisk {
+pub struct ChosenPack {
     /// The image.
     pub image: PathBuf,
-    /// What every boot's envelope records.
+    /// What the results record.
     pub record: PackRecord,
 }
 
 /// The pack could not be chosen or made.
 #[derive(Debug, thiserror::Error)]
-pub enum PackDiskError {
+pub enum ChoiceError {
     /// `--pack` was empty.
     #[error("--pack '{given}': expected auto, none or the path of a pack image")]
     Choice {
@@ -61,13 +64,13 @@ pub enum PackDiskError {
     NoPackForArch {
         /// The workloads that need it.
         workloads: Vec<String>,
-        /// The guest arch.
+        /// The arch.
         arch: String,
     },
     /// The pack could not be built or verified.
     #[error("cannot make the userland pack for {arch}")]
     Build {
-        /// The guest arch.
+        /// The arch.
         arch: String,
         /// Why.
         #[source]
@@ -91,29 +94,30 @@ pub fn workloads_needing_pack(suite: &Suite) -> Vec<String> {
     names
 }
 
-/// The pack to attach for `suite` on guest arch `arch`, if any: `auto`
-/// builds (or verifies the cached) bootbench pack when the suite needs
-/// one; a path is attached whether or not the suite needs it.
-pub fn resolve(choice: &PackChoice, suite: &Suite, arch: &str) -> Result<Option<PackDisk>, PackDiskError> {
+/// The pack for `suite` on arch `arch` (the guest's, or this host's for
+/// `bootbench local`), if any: `auto` builds (or verifies the cached)
+/// bootbench pack when the suite needs one; a path is used whether or not
+/// the suite needs it.
+pub fn resolve(choice: &PackChoice, suite: &Suite, arch: &str) -> Result<Option<ChosenPack>, ChoiceError> {
     let needs = workloads_needing_pack(suite);
     match choice {
         PackChoice::None if needs.is_empty() => Ok(None),
-        PackChoice::None => Err(PackDiskError::Refused { workloads: needs }),
+        PackChoice::None => Err(ChoiceError::Refused { workloads: needs }),
         PackChoice::Auto if needs.is_empty() => Ok(None),
         PackChoice::Auto => {
             if crate::pack::target(arch).is_none() {
-                return Err(PackDiskError::NoPackForArch { workloads: needs, arch: arch.to_string() });
+                return Err(ChoiceError::NoPackForArch { workloads: needs, arch: arch.to_string() });
             }
             let options = crate::pack::PackOptions { arch: arch.to_string(), lockfile: None, cache: None };
             let built = crate::pack::build(&options)
-                .map_err(|e| PackDiskError::Build { arch: arch.to_string(), source: Box::new(e) })?;
+                .map_err(|e| ChoiceError::Build { arch: arch.to_string(), source: Box::new(e) })?;
             let image = built.entry.image();
             let m = &built.entry.manifest;
             let record = PackRecord {
                 image: image.clone(),
                 image_sha256: m.image_sha256.clone(),
                 image_bytes: m.image_bytes,
-                serial: PACK_SERIAL.to_string(),
+                serial: String::new(),
                 key: Some(m.key.clone()),
                 lockfile_sha256: Some(m.lockfile_sha256.clone()),
                 builder_version: Some(m.builder_version),
@@ -121,7 +125,7 @@ pub fn resolve(choice: &PackChoice, suite: &Suite, arch: &str) -> Result<Option<
                 linux_config_sha256: m.source.as_ref().map(|s| s.config_sha256.clone()),
                 packages: m.packages.clone(),
             };
-            Ok(Some(PackDisk { image, record }))
+            Ok(Some(ChosenPack { image, record }))
         }
         PackChoice::Image(path) => user_image(path).map(Some),
     }
@@ -130,8 +134,8 @@ pub fn resolve(choice: &PackChoice, suite: &Suite, arch: &str) -> Result<Option<
 /// A pack image the user named: its hash and size, and its manifest's
 /// packages when it sits in a bootbench cache entry (`pack.json` beside it
 /// naming it).
-fn user_image(path: &Path) -> Result<PackDisk, PackDiskError> {
-    let io = |source| PackDiskError::Image { path: path.to_path_buf(), source };
+fn user_image(path: &Path) -> Result<ChosenPack, ChoiceError> {
+    let io = |source| ChoiceError::Image { path: path.to_path_buf(), source };
     let meta = std::fs::metadata(path).map_err(io)?;
     if !meta.is_file() {
         return Err(io(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")));
@@ -144,13 +148,13 @@ fn user_image(path: &Path) -> Result<PackDisk, PackDiskError> {
         .and_then(|m| std::fs::read_to_string(m).ok())
         .and_then(|t| serde_json::from_str::<crate::pack::cache::Manifest>(&t).ok())
         .filter(|m| m.image_sha256 == image_sha256);
-    Ok(PackDisk {
+    Ok(ChosenPack {
         image: path.to_path_buf(),
         record: PackRecord {
             image: path.to_path_buf(),
             image_sha256,
             image_bytes: meta.len(),
-            serial: PACK_SERIAL.to_string(),
+            serial: String::new(),
             key: manifest.as_ref().map(|m| m.key.clone()),
             lockfile_sha256: manifest.as_ref().map(|m| m.lockfile_sha256.clone()),
             builder_version: manifest.as_ref().map(|m| m.builder_version),
