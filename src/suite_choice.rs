@@ -20,58 +20,75 @@ pub fn kernel_reserve_mib(mem_mib: u64) -> u64 {
     40 + mem_mib / 32
 }
 
-/// The smallest `--mem`, a multiple of 64 MiB, whose MemTotal (after
-/// [`kernel_reserve_mib`]) holds `mem_total_mib`.
-pub fn mem_for_mem_total(mem_total_mib: u64) -> u64 {
-    let mut mem = mem_total_mib.div_ceil(64) * 64;
-    while mem - kernel_reserve_mib(mem) < mem_total_mib {
-        mem += 64;
-    }
-    mem
+/// A guest as the host sees it before booting, for the memory checks its
+/// builds in the pack will make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuestMemory {
+    /// `--mem`, MiB.
+    pub mem_mib: u64,
+    /// Swap (disk and zram), MiB.
+    pub swap_mib: u64,
+    /// vCPUs.
+    pub smp: u32,
+    /// Whether the builds' output trees are in memory (no scratch disk).
+    pub tree_in_memory: bool,
 }
 
-/// The `--mem` (MiB) the suite's kernel builds in the pack need on `smp`
-/// vCPUs, and which build needs it; `None` when it runs none. The builds'
-/// output trees take memory too when `tree_in_memory` (no scratch disk).
-pub fn pack_build_memory(suite: &Suite, smp: u32, tree_in_memory: bool) -> anyhow::Result<Option<(u64, String)>> {
-    use loads::workloads::kernbench::{memory_need, KernbenchParams, NAME};
-    let mut worst: Option<(u64, String)> = None;
-    for spec in suite.workloads.iter().filter(|w| w.name == NAME) {
+impl GuestMemory {
+    /// Its MemTotal as estimated ([`kernel_reserve_mib`]).
+    pub fn mem_total_mib(&self) -> u64 {
+        self.mem_mib.saturating_sub(kernel_reserve_mib(self.mem_mib))
+    }
+}
+
+/// Checks `guest` against the memory checks the suite's builds in the pack
+/// make when they start (kernbench's; contest's pack foreground with
+/// mem_load's share, which may go to swap), with the MemTotal the host
+/// estimates: `Ok(Err(why))` when one would refuse, `why` being its
+/// error. An error is the suite's (bad parameters).
+pub fn check_pack_builds(suite: &Suite, guest: GuestMemory) -> anyhow::Result<Result<(), String>> {
+    use loads::workloads::contest::{background_loads::mem_load_bytes, check_pack_memory};
+    use loads::workloads::kernbench::{check_memory, KernbenchParams, NAME as KERNBENCH};
+    let have = guest.mem_total_mib();
+    for spec in &suite.workloads {
         let params = loads::workload::params_without_version(&spec.params);
-        let p: KernbenchParams = loads::workload::parse_params(NAME, &params)?;
-        let Some((level, total)) = memory_need(p.target, &p.jobs, smp, tree_in_memory) else { continue };
-        let mem = mem_for_mem_total(total);
-        if worst.as_ref().is_none_or(|(m, _)| mem > *m) {
-            let jobs = level.limit(smp).flag();
-            let why = format!(
-                "kernbench's {} build at the {} level ({jobs} on {smp} vCPUs, a MemTotal of {total} MiB)",
-                p.target.name(),
-                level.name()
-            );
-            worst = Some((mem, why));
+        let refused = if spec.name == KERNBENCH {
+            let p: KernbenchParams = loads::workload::parse_params(KERNBENCH, &params)?;
+            check_memory(p.target, &p.jobs, guest.smp, have, guest.tree_in_memory).err().map(|e| e.to_string())
+        } else if loads::workloads::contest::needs_pack(spec) {
+            let p: ContestParams = loads::workload::parse_params(CONTEST_WORKLOAD, &params)?;
+            let jobs = p.jobs.unwrap_or(guest.smp.saturating_mul(4));
+            // mem_bytes is the guest's MemTotal unless the suite gave one.
+            let mem_bytes = p.mem_bytes.unwrap_or(have << 20);
+            let mem_load = p.rows.iter().any(|r| r == LoadKind::Mem.name()).then(|| mem_load_bytes(mem_bytes, 4096));
+            check_pack_memory(p.pack_target(), jobs, guest.tree_in_memory, mem_load, have, guest.swap_mib)
+                .err()
+                .map(|e| e.to_string())
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            return Ok(Err(why));
         }
     }
-    // contest's pack foreground: its build alone (mem_load's share, which
-    // may go to swap, the guest checks with its MemTotal and SwapTotal).
-    for spec in suite.workloads.iter().filter(|w| loads::workloads::contest::needs_pack(w)) {
-        use loads::kernel_build::make::JobLimit;
-        let params = loads::workload::params_without_version(&spec.params);
-        let p: ContestParams = loads::workload::parse_params(CONTEST_WORKLOAD, &params)?;
-        let target = p.pack_target();
-        let jobs = p.jobs.unwrap_or(smp.saturating_mul(4)).max(1);
-        let compilers = loads::pack_build::concurrent_compilers(JobLimit::Jobs(jobs as usize), target);
-        let tree = if tree_in_memory { target.work_tree_mib() } else { 0 };
-        let total = loads::pack_build::memory_needed_mib(compilers).saturating_add(tree);
-        let mem = mem_for_mem_total(total);
-        if worst.as_ref().is_none_or(|(m, _)| mem > *m) {
-            let why = format!(
-                "contest's foreground, the {} build at -j{jobs} ({compilers} compilers at once, a MemTotal of {total} MiB)",
-                target.name()
-            );
-            worst = Some((mem, why));
+    Ok(Ok(()))
+}
+
+/// The smallest `--mem` from `from_mib` up to `upto_mib`, in steps of 64
+/// MiB, for which `fits` holds; `None` when none does.
+pub fn least_mem_that_fits(
+    from_mib: u64,
+    upto_mib: u64,
+    mut fits: impl FnMut(u64) -> anyhow::Result<bool>,
+) -> anyhow::Result<Option<u64>> {
+    let mut mem = from_mib.div_ceil(64).max(1) * 64;
+    while mem <= upto_mib {
+        if fits(mem)? {
+            return Ok(Some(mem));
         }
+        mem += 64;
     }
-    Ok(worst)
+    Ok(None)
 }
 
 /// Gives every contest workload of `suite` a `mem_bytes` of `mem_mib`
@@ -153,8 +170,21 @@ pub fn mem_available_bytes() -> Option<u64> {
 /// Loads a suite by built-in name (as built for guests of `arch`:
 /// [`Suite::builtin_for`]) or from a JSON file.
 pub fn load_suite(name_or_path: &str, arch: &str) -> anyhow::Result<Suite> {
+    load_suite_for(name_or_path, arch, true)
+}
+
+/// The built-in suite `name` for guests of `arch`: with `real_builds`, as
+/// [`Suite::builtin_for`] builds it (Linux compiled in the pack where
+/// there is one); without (`--pack none`), the synthetic builds on every
+/// arch.
+pub fn builtin_suite(name: &str, arch: &str, real_builds: bool) -> anyhow::Result<Suite> {
+    Ok(if real_builds { Suite::builtin_for(name, arch)? } else { Suite::builtin(name)? })
+}
+
+/// [`load_suite`], the built-in suites as [`builtin_suite`] makes them.
+pub fn load_suite_for(name_or_path: &str, arch: &str, real_builds: bool) -> anyhow::Result<Suite> {
     if loads::suite::BUILTIN_SUITES.contains(&name_or_path) {
-        return Ok(Suite::builtin_for(name_or_path, arch)?);
+        return builtin_suite(name_or_path, arch, real_builds);
     }
     let path = Path::new(name_or_path);
     let json = std::fs::read_to_string(path).with_context(|| {
@@ -193,15 +223,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kernbench_memory_is_counted_before_the_boot() {
-        for total in [1, 900, 960, 991, 992, 1700, 60_000] {
-            let mem = mem_for_mem_total(total);
-            assert!(mem - kernel_reserve_mib(mem) >= total, "{total}: {mem}");
-            assert!(
-                mem.is_multiple_of(64) && (mem - 64).saturating_sub(kernel_reserve_mib(mem - 64)) < total,
-                "{total}: {mem} is the least"
-            );
-        }
+    fn the_builds_in_the_pack_are_checked_before_the_boot_as_the_guest_checks_them() {
+        // The least --mem of 64 MiB steps whose estimated MemTotal holds
+        // `total` MiB.
+        let for_total =
+            |total: u64| least_mem_that_fits(64, 1 << 20, |m| Ok(m - kernel_reserve_mib(m) >= total)).unwrap().unwrap();
+        assert_eq!(for_total(952), 1024, "1024 - 72");
+        assert_eq!(for_total(953), 1088);
+        // The least --mem the suite's builds fit in, with `swap(mem)` of swap.
+        let least = |suite: &Suite, smp: u32, tree_in_memory: bool, swap: fn(u64) -> u64| {
+            least_mem_that_fits(64, 1 << 20, |mem_mib| {
+                let g = GuestMemory { mem_mib, swap_mib: swap(mem_mib), smp, tree_in_memory };
+                Ok(check_pack_builds(suite, g)?.is_ok())
+            })
+            .unwrap()
+        };
+        let no_swap: fn(u64) -> u64 = |_| 0;
         let suite = |params: &str| {
             Suite::from_json(
                 "t",
@@ -210,33 +247,48 @@ mod tests {
             .unwrap()
         };
         let none = Suite::from_json("t", r#"{"name":"t","workloads":[{"name":"fork"}]}"#).unwrap();
-        assert_eq!(pack_build_memory(&none, 2, false).unwrap(), None);
+        assert_eq!(least(&none, 2, false, no_swap), Some(64), "nothing to hold");
         // quick's four objects: 256 + 4 × 176 = 960 MiB of MemTotal at -j8
-        // or -j (the last of equals is named); 256 + 176 at -j1.
-        let (mem, why) = pack_build_memory(&suite("{}"), 2, false).unwrap().unwrap();
-        assert_eq!(mem, mem_for_mem_total(960));
-        assert!(why.contains("quick build at the maximal level (-j on 2 vCPUs, a MemTotal of 960 MiB)"), "{why}");
-        let (half, _) = pack_build_memory(&suite(r#"{"jobs":"half"}"#), 2, false).unwrap().unwrap();
-        assert_eq!(half, mem_for_mem_total(432));
+        // or -j; 256 + 176 at -j1.
+        assert_eq!(least(&suite("{}"), 2, false, no_swap), Some(for_total(960)));
+        let g = GuestMemory { mem_mib: 1024, swap_mib: 0, smp: 2, tree_in_memory: false };
+        let why = check_pack_builds(&suite("{}"), g).unwrap().unwrap_err();
+        assert!(why.contains("needs about 960 MiB") && why.contains("MemTotal is 952 MiB"), "the guest's words: {why}");
+        assert_eq!(least(&suite(r#"{"jobs":"half"}"#), 2, false, no_swap), Some(for_total(432)));
         let full = suite(r#"{"target":"full","jobs":"half"}"#);
-        let (on_disk, _) = pack_build_memory(&full, 2, false).unwrap().unwrap();
-        let (in_memory, _) = pack_build_memory(&full, 2, true).unwrap().unwrap();
         let tree = loads::pack_build::target::Target::Full.work_tree_mib();
-        assert_eq!(
-            (on_disk, in_memory),
-            (mem_for_mem_total(432), mem_for_mem_total(432 + tree)),
-            "the tree in memory counts"
-        );
-        let (standard, why) =
-            pack_build_memory(&suite(r#"{"target":"standard","jobs":"half,optimal"}"#), 4, false).unwrap().unwrap();
-        assert_eq!(standard, mem_for_mem_total(256 + 16 * 176), "{why}");
-        assert!(pack_build_memory(&suite(r#"{"jobs":"none"}"#), 2, false).is_err(), "bad params are an error");
-        // contest's pack foreground counts its build.
+        assert_eq!(least(&full, 2, true, no_swap), Some(for_total(432 + tree)), "the tree in memory counts");
+        let standard = suite(r#"{"target":"standard","jobs":"half,optimal"}"#);
+        assert_eq!(least(&standard, 4, false, no_swap), Some(for_total(256 + 16 * 176)));
+        let g = GuestMemory { mem_mib: 1024, swap_mib: 0, smp: 2, tree_in_memory: false };
+        assert!(check_pack_builds(&suite(r#"{"jobs":"none"}"#), g).is_err(), "bad params are an error");
+        // contest's pack foreground: its build, and mem_load's 110% of
+        // MemTotal beside it, in RAM and swap.
         let contest = Suite::builtin_for("contest", "x86_64").unwrap();
-        let (mem, why) = pack_build_memory(&contest, 2, false).unwrap().unwrap();
-        assert_eq!(mem, mem_for_mem_total(960), "{why}");
-        assert!(why.contains("contest's foreground, the quick build at -j8 (4 compilers at once"), "{why}");
-        assert_eq!(pack_build_memory(&Suite::builtin_for("contest", "i386").unwrap(), 2, false).unwrap(), None);
+        assert_eq!(least(&contest, 2, false, no_swap), None, "mem_load needs swap beside the build");
+        let swap_disk: fn(u64) -> u64 = |m| m;
+        let zram: fn(u64) -> u64 = |m| m / 2;
+        let with_disk = least(&contest, 2, false, swap_disk).unwrap();
+        let with_zram = least(&contest, 2, false, zram).unwrap();
+        // The same from the guest's rule written out: the build (960 MiB)
+        // and mem_load (110% of MemTotal) within MemTotal and swap.
+        let by_rule = |swap: fn(u64) -> u64| {
+            least_mem_that_fits(64, 1 << 20, |m| {
+                let total = m - kernel_reserve_mib(m);
+                Ok(960 + (total * 11).div_ceil(10) <= total + swap(m))
+            })
+            .unwrap()
+            .unwrap()
+        };
+        assert_eq!((with_disk, with_zram), (by_rule(swap_disk), by_rule(zram)));
+        assert!(with_zram > with_disk, "half as much swap: {with_zram} > {with_disk}");
+        let rows = Suite::from_json(
+            "t",
+            r#"{"name":"t","workloads":[{"name":"contest","params":{"build":"pack","rows":"no_load,io_load"}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(least(&rows, 2, false, no_swap), Some(for_total(960)), "without mem_load, the build alone");
+        assert_eq!(least(&Suite::builtin_for("contest", "i386").unwrap(), 2, false, no_swap), Some(64));
     }
 
     #[test]

@@ -432,16 +432,32 @@ fn a_mem_too_small_for_kernbench_is_refused_before_the_pack_or_a_boot() {
     let mut c = bootbench(["run", "--accel", "tcg", "--workloads", "kernbench", "--mem", "1G", "--kernel"]);
     c.arg(&bz);
     let run = run_refused(c);
-    let want = "--mem 1024 MiB is too small: kernbench's quick build at the maximal level (-j on 2 vCPUs, a MemTotal of 960 MiB) needs --mem 1088M or more";
-    assert!(run.stderr.contains(want), "{}", run.stderr);
+    let e = &run.stderr;
+    assert!(e.contains("--mem 1024 MiB is too small: the quick target at the maximal job level"), "{e}");
+    assert!(e.contains("needs about 960 MiB") && e.contains("MemTotal estimated at 952 MiB"), "the guest's check: {e}");
+    assert!(e.contains("it needs --mem 1088M or more"), "{e}");
     assert!(!run.stderr.contains("pack:"), "refused before the pack is built or verified: {}", run.stderr);
     // The suite as the guest will see it: --append's keys count.
     let mut c = bootbench(["run", "--accel", "tcg", "--workloads", "kernbench", "--mem", "300M", "--kernel"]);
     c.arg(&bz).args(["--append", "bootbench.kernbench.jobs=half"]);
     let run = run_refused(c);
     assert!(
-        run.stderr.contains("at the half level (-j1 on 2 vCPUs, a MemTotal of 432 MiB) needs --mem 512M"),
+        run.stderr.contains("at the half job level (-j1 on 2 CPUs")
+            && run.stderr.contains("it needs --mem 512M or more"),
         "{}",
         run.stderr
     );
+}
+
+#[test]
+fn the_hosts_own_upload_and_storage_keys_do_not_make_append_refused() {
+    // The guest sees --append beside the keys the host adds (upload URL,
+    // token, scratch disk); the host must not check --append without them.
+    // A missing kernel is refused after the suite's checks, before a boot.
+    let dir = scratch();
+    let missing = dir.path().join("vmlinuz-missing");
+    let mut c = bootbench(["run", "--accel", "tcg", "--upload-url", "http://10.0.2.2:9/", "--upload-token", "t"]);
+    c.args(["--append", "bootbench.ip=dhcp bootbench.upload_attempts=5", "--kernel"]).arg(&missing);
+    let run = run_refused(c);
+    assert!(run.stderr.contains(&format!("kernel image {}", missing.display())), "got past the checks: {}", run.stderr);
 }

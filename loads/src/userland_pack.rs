@@ -50,9 +50,11 @@ pub fn is_pack_make_env(key: &str) -> bool {
 
 /// The pack's identity, in the pack: one line, the 64 hex digits of the
 /// key the host cached it under (a hash of its lockfile and of the builder
-/// that made it). Packs with one identity hold the same bytes, so a
-/// workload that ran the pack's programs records it among its parameters,
-/// and results from different packs are never compared.
+/// that made it). Packs with one identity were built from the same pinned
+/// packages by the same builder, reproducibly, so a workload that ran the
+/// pack's programs records it among its parameters, and results from
+/// different packs are never compared. It is what the image says of
+/// itself: the host records the image's sha256 beside it.
 pub const IDENTITY_FILE: &str = "/bootbench/pack.id";
 
 /// The identity in the pack's [`IDENTITY_FILE`] under `pack`. A pack

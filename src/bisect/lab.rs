@@ -477,8 +477,18 @@ fn build_initramfs(
         init: None,
         compression: Compression::None,
     };
+    // What `run` decides from the suite (the pack, the scratch disk, the
+    // memory) it decides from the suite the image holds.
+    let suite_file = suite_file_of(out);
+    std::fs::write(&suite_file, spec.suite.to_json())
+        .map_err(|e| LabError::Image { path: suite_file.clone(), source: e.into() })?;
     let built = boot_image::build(&spec, out).map_err(image_err)?;
     Ok(built.sha256)
+}
+
+/// The suite file written beside an initramfs the lab built.
+fn suite_file_of(initramfs: &Path) -> PathBuf {
+    initramfs.with_extension("suite.json")
 }
 
 impl Lab for QemuLab {
@@ -571,6 +581,10 @@ impl Lab for QemuLab {
         opt("timeout-silence", b.timeout_silence.to_string());
         opt("timeout-total", b.timeout_total.to_string());
         opt("initramfs", self.initramfs.display().to_string());
+        // The suite the image holds (a state from before the file was
+        // written: the suite's name).
+        let suite_file = suite_file_of(&self.initramfs);
+        opt("suite", if suite_file.is_file() { suite_file.display().to_string() } else { b.suite.clone() });
         opt("boots", "1".into());
         opt("retries", "0".into());
         if !build.results_port {

@@ -135,7 +135,9 @@ pub struct RunOptions {
     /// The userland pack (Debian's gcc, make and a prepared Linux tree, a
     /// read-only ext4 disk the guest finds by its serial): auto (attached
     /// when the suite runs kernbench, or contest with build pack; built on
-    /// first use and cached), none, or the path of a pack image.
+    /// first use and cached), none (the built-in suites then build
+    /// synthetically, as on arches without a pack), or the path of a pack
+    /// image.
     #[arg(long, default_value = "auto")]
     pub pack: String,
     /// Block scheduler of the scratch disk: none, mq-deadline, kyber or bfq,

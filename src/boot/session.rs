@@ -11,7 +11,7 @@ use crate::boot::options::{group_label, parse_variants, MemChoice, RunOptions, V
 use crate::results::{
     BootInfo, BootRecord, ChannelReport, InitramfsRef, KeptWorkloads, KernelRef, MachineShape, QemuRef, ResultsFile,
 };
-use crate::suite_choice::{apply_overrides, load_suite};
+use crate::suite_choice::apply_overrides;
 use anyhow::{bail, Context};
 use loads::console_protocol::{ALIVE_CMDLINE_KEY, ICOUNT_ALIVE_INTERVAL_S};
 use loads::schema::RunDocument;
@@ -97,37 +97,106 @@ fn appended(argv: &[String]) -> String {
     argv.iter().position(|a| a == "-append").and_then(|i| argv.get(i + 1)).cloned().unwrap_or_default()
 }
 
-/// The `--mem` the suite's kernel builds need in the guest and which one
-/// needs it, over every variant (the suite as the guest will see it, after
-/// `--append` and the variant's words); `None` when nothing needs more than
-/// any size, the suite is the one packed in `--initramfs`, or the arch
-/// has no pack (the guest checks those).
-fn guest_memory_need(
+/// The words of `words` that choose what the guest runs: `bootbench.`
+/// keys of the suite (`suite`, `workloads`, `iterations`, `warmup`,
+/// `seed`) and of workloads' parameters (`bootbench.W.P`). The others
+/// (upload, storage, network) are checked with the keys the host adds.
+fn suite_words(words: &str) -> Vec<String> {
+    loads::suite::split_cmdline(words)
+        .into_iter()
+        .filter(|w| {
+            let key = w.strip_prefix("bootbench.").map(|r| r.split_once('=').map_or(r, |(k, _)| k));
+            key.is_some_and(|k| k.contains('.') || ["suite", "workloads", "iterations", "warmup", "seed"].contains(&k))
+        })
+        .collect()
+}
+
+/// The suite each boot's guest runs, one per variant (one when there are
+/// none): `suite` after the `bootbench.` keys of `--append` and the
+/// variant's words that choose the suite, its workloads and their
+/// parameters ([`suite_words`]), a `bootbench.suite=NAME` among them being
+/// the built-in suite as built for the guest's `arch` (`real_builds`:
+/// whether it builds in the pack where it can). What the host decides from
+/// the suite (the pack, the scratch room, the memory) it decides from these.
+/// Words the guest will refuse leave `suite` as it is: the guest reports
+/// them, with the whole cmdline in view.
+fn guest_suites(
     args: &RunOptions,
     suite: &loads::suite::Suite,
     variants: &[Variant],
-    tree_in_memory: bool,
-) -> anyhow::Result<Option<(u64, String)>> {
-    // The suite bootbench.suite= names on --append is the guest arch's;
-    // applied here it would be this host's. Only arches with a pack build.
-    let arch = args.arch.parse::<Arch>()?;
-    if args.initramfs.is_some() || !loads::suite::REAL_BUILD_ARCHES.contains(&arch.name()) {
-        return Ok(None);
-    }
-    let mut worst: Option<(u64, String)> = None;
+    arch: &str,
+    real_builds: bool,
+) -> anyhow::Result<Vec<loads::suite::Suite>> {
     let base = [Variant { label: String::new(), words: String::new() }];
+    let mut suites = Vec::new();
     for v in if variants.is_empty() { &base[..] } else { variants } {
-        let words = format!("{} {}", args.append.as_deref().unwrap_or(""), v.words);
-        let seen = loads::suite::CmdlineConfig::parse(&words)
-            .and_then(|c| c.apply(suite.clone()))
-            .with_context(|| format!("the bootbench keys of --append and --variant: {}", words.trim()))?;
-        if let Some((mem, why)) = crate::suite_choice::pack_build_memory(&seen, args.smp, tree_in_memory)? {
-            if worst.as_ref().is_none_or(|(m, _)| mem > *m) {
-                worst = Some((mem, why));
+        let words = suite_words(&format!("{} {}", args.append.as_deref().unwrap_or(""), v.words));
+        let (named, rest): (Vec<&String>, Vec<&String>) = words.iter().partition(|w| w.starts_with("bootbench.suite="));
+        let rest: Vec<&str> = rest.iter().map(|w| w.as_str()).collect();
+        let start = match named.last().and_then(|w| w.split_once('=')) {
+            Some((_, name)) => crate::suite_choice::builtin_suite(name, arch, real_builds).ok(),
+            None => Some(suite.clone()),
+        };
+        // A bad key or value is the guest's to report (it fails the run
+        // with the whole cmdline in view); the host goes on with `suite`.
+        let seen =
+            start.and_then(|s| loads::suite::CmdlineConfig::parse(&rest.join(" ")).and_then(|c| c.apply(s)).ok());
+        suites.push(seen.unwrap_or_else(|| suite.clone()));
+    }
+    Ok(suites)
+}
+
+/// The `--mem` to boot with: `choice`'s size, or for `auto` the base
+/// size or, when the guests' builds in the pack need more, the least that
+/// holds them (up to this host's available memory). A size they do not
+/// fit in is refused with the guest's own check and the size that fits.
+fn guest_memory(
+    choice: MemChoice,
+    guests: &[loads::suite::Suite],
+    smp: u32,
+    storage_at: impl Fn(u64) -> anyhow::Result<crate::boot::scratch_disk::StoragePlan>,
+) -> anyhow::Result<u64> {
+    use crate::suite_choice::{check_pack_builds, least_mem_that_fits, GuestMemory};
+    // Ok(Err(why)) when a guest's build would refuse `mem`; a storage plan
+    // that cannot be made at `mem` (zram above 4 × --mem) does not fit.
+    let check = |mem: u64| -> anyhow::Result<Result<(), String>> {
+        let plan = match storage_at(mem) {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(format!("{e:#}"))),
+        };
+        let guest = GuestMemory {
+            mem_mib: mem,
+            swap_mib: (plan.swap_bytes.unwrap_or(0) + plan.zram_bytes.unwrap_or(0)) >> 20,
+            smp,
+            tree_in_memory: plan.scratch_bytes.is_none(),
+        };
+        for g in guests {
+            if let Err(why) = check_pack_builds(g, guest)? {
+                return Ok(Err(format!("{why} (the guest's MemTotal estimated at {} MiB)", guest.mem_total_mib())));
             }
         }
+        Ok(Ok(()))
+    };
+    let available = crate::suite_choice::mem_available_bytes().map_or(u64::MAX, |b| b >> 20);
+    let start = match choice {
+        MemChoice::Mib(m) => m,
+        MemChoice::Auto => BASE_MEM_MIB,
+    };
+    let Err(why) = check(start)? else { return Ok(start) };
+    let fits = least_mem_that_fits(start, available.max(start), |m| Ok(check(m)?.is_ok()))?;
+    match (choice, fits) {
+        (MemChoice::Auto, Some(m)) => {
+            eprintln!("run: --mem auto: {m} MiB, what the suite's builds in the pack need");
+            Ok(m)
+        }
+        (MemChoice::Auto, None) => bail!(
+            "--mem auto: no size up to this host's available memory ({available} MiB) holds the suite's builds in the pack: {why}"
+        ),
+        (MemChoice::Mib(m), Some(n)) => bail!("--mem {m} MiB is too small: {why}; it needs --mem {n}M or more"),
+        (MemChoice::Mib(m), None) => bail!(
+            "--mem {m} MiB is too small: {why}; no size up to this host's available memory ({available} MiB) is enough"
+        ),
     }
-    Ok(worst)
 }
 
 /// The boots of `bootbench run`, without printing the table: the results
@@ -149,34 +218,40 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
             p.display()
         );
     }
+    let pack_choice: crate::pack::choice::PackChoice = args.pack.parse()?;
+    // --pack none: the built-in suites build synthetically.
+    let real_builds = pack_choice != crate::pack::choice::PackChoice::None;
     let suite = apply_overrides(
-        load_suite(&args.suite, arch.name())?,
+        crate::suite_choice::load_suite_for(&args.suite, arch.name(), real_builds)?,
         args.iterations,
         args.warmup,
         args.workloads.as_deref(),
     )?;
     let variants = parse_variants(&args.variants)?;
+    let guests = guest_suites(args, &suite, &variants, arch.name(), real_builds)?;
+    let mut scratch_room = None;
+    for g in &guests {
+        if let Some(room) = crate::suite_choice::scratch_room(g, args.smp)? {
+            scratch_room = Some(scratch_room.map_or(room, |r: u64| r.max(room)));
+        }
+    }
     let decide_storage = |mem_mib| -> anyhow::Result<crate::boot::scratch_disk::StoragePlan> {
         Ok(crate::boot::scratch_disk::StoragePlan::decide(
             crate::boot::scratch_disk::SizeChoice::parse("--scratch-disk", &args.scratch_disk)?,
             crate::boot::scratch_disk::SizeChoice::parse("--swap", &args.swap)?,
             crate::boot::scratch_disk::SizeChoice::parse("--zram", &args.zram)?,
             args.iosched.as_deref(),
-            crate::suite_choice::scratch_room(&suite, args.smp)?,
+            scratch_room,
             mem_mib,
         )?)
     };
-    // Whether the build trees are in memory does not depend on --mem.
-    let tree_in_memory = decide_storage(BASE_MEM_MIB)?.scratch_bytes.is_none();
-    let mem_mib = match guest_memory_need(args, &suite, &variants, tree_in_memory)? {
-        Some((need, why)) => mem_choice.resolve(Some(need), &why)?,
-        None => mem_choice.resolve(None, "")?,
-    };
+    let mem_mib = guest_memory(mem_choice, &guests, args.smp, decide_storage)?;
     let storage =
         decide_storage(mem_mib)?.with_throttle(args.disk_throttle.as_deref(), icount_option(choice.accel, clock))?;
-    let pack_choice: crate::pack::choice::PackChoice = args.pack.parse()?;
+    // The pack goes to every boot when any guest's suite needs it.
+    let pack_suite = guests.iter().find(|g| g.workloads.iter().any(loads::workloads::needs_pack)).unwrap_or(&suite);
     // Attached as a read-only disk the guest finds by its serial.
-    let pack = crate::pack::choice::resolve(&pack_choice, &suite, arch.name())?.map(|mut p| {
+    let pack = crate::pack::choice::resolve(&pack_choice, pack_suite, arch.name())?.map(|mut p| {
         p.record.serial = PACK_SERIAL.to_string();
         p
     });
@@ -562,6 +637,59 @@ fn envelope(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_keys_that_choose_what_runs_decide_the_guests_suite() {
+        let words =
+            "quiet bootbench.upload=http://h/ bootbench.ip=dhcp bootbench.scratch_fs=ext4 bootbench.iterations=2 \
+                     bootbench.kernbench.jobs=half bootbench.suite=standard bootbench.workloads=fork,kernbench";
+        assert_eq!(
+            suite_words(words),
+            [
+                "bootbench.iterations=2",
+                "bootbench.kernbench.jobs=half",
+                "bootbench.suite=standard",
+                "bootbench.workloads=fork,kernbench"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_guests_suite_is_the_guest_arch_s_after_append_and_each_variant() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Argv {
+            #[command(flatten)]
+            args: RunOptions,
+        }
+        let args = |extra: &[&str]| {
+            let mut argv = vec!["run"];
+            argv.extend_from_slice(extra);
+            Argv::try_parse_from(argv).unwrap().args
+        };
+        let quick = loads::suite::Suite::builtin("quick").unwrap();
+        let names = |s: &loads::suite::Suite| s.workloads.iter().map(|w| w.name.clone()).collect::<Vec<_>>();
+        // Upload and storage keys without the host's own are no error here.
+        let a = args(&["--append", "bootbench.ip=dhcp bootbench.upload_attempts=5 bootbench.suite=standard"]);
+        let got = guest_suites(&a, &quick, &[], "x86_64", true).unwrap();
+        assert_eq!(got.len(), 1);
+        assert!(names(&got[0]).contains(&"kernbench".to_string()), "x86_64's standard: {:?}", names(&got[0]));
+        let got = guest_suites(&a, &quick, &[], "i386", true).unwrap();
+        assert!(names(&got[0]).contains(&"kbuild".to_string()), "i386's standard: {:?}", names(&got[0]));
+        let got = guest_suites(&a, &quick, &[], "x86_64", false).unwrap();
+        assert!(names(&got[0]).contains(&"kbuild".to_string()), "--pack none: {:?}", names(&got[0]));
+        // One suite per variant, each with its own words.
+        let variants = parse_variants(&["base=".into(), "kb=bootbench.workloads=kernbench".into()]).unwrap();
+        let got = guest_suites(&args(&[]), &quick, &variants, "x86_64", true).unwrap();
+        assert_eq!(names(&got[0]), names(&quick));
+        assert_eq!(names(&got[1]), ["kernbench"]);
+        // What the guest refuses it reports: the host keeps the suite.
+        for bad in ["bootbench.suite=huge", "bootbench.iterations=zero", "bootbench.kernbench.jobs=lots"] {
+            let got = guest_suites(&args(&["--append", bad]), &quick, &[], "x86_64", true).unwrap();
+            assert_eq!(got.len(), 1, "{bad}");
+            assert_eq!(got[0], quick, "{bad}");
+        }
+    }
 
     fn record(classification: &str) -> BootRecord {
         let mut r = BootRecord::default();

@@ -4,7 +4,7 @@ use crate::boot::options::parse_mem_mib;
 use crate::local::LocalDocument;
 use crate::pack::choice::PackChoice;
 use crate::report::summary_table;
-use crate::suite_choice::{apply_overrides, bound_contest_memory, load_suite, mem_available_bytes};
+use crate::suite_choice::{apply_overrides, bound_contest_memory, load_suite_for, mem_available_bytes};
 use anyhow::Context;
 use std::path::PathBuf;
 
@@ -41,8 +41,10 @@ pub struct LocalArgs {
     pub mem: String,
     /// The userland pack (Debian's gcc, make and a prepared Linux tree, the
     /// same image `run` attaches), mounted read-only on this host for the
-    /// run's kernbench (needs root): auto (when the suite runs kernbench;
-    /// built on first use and cached), none, or the path of a pack image.
+    /// builds in it (needs root): auto (when the suite runs kernbench or
+    /// contest's pack foreground; built on first use and cached), none (the
+    /// built-in suites then build synthetically, as on arches without a
+    /// pack), or the path of a pack image.
     #[arg(long, default_value = "auto")]
     pub pack: String,
 }
@@ -50,15 +52,17 @@ pub struct LocalArgs {
 /// Runs `bootbench local`: the workloads, the table, and `-o`'s document
 /// (with the pack it used, if any).
 pub fn run(args: &LocalArgs) -> anyhow::Result<LocalDocument> {
+    let pack_choice: PackChoice = args.pack.parse()?;
+    // --pack none: the built-in suites build synthetically.
+    let real_builds = pack_choice != PackChoice::None;
     let mut suite = apply_overrides(
-        load_suite(args.suite_word.as_ref().unwrap_or(&args.suite), std::env::consts::ARCH)?,
+        load_suite_for(args.suite_word.as_ref().unwrap_or(&args.suite), std::env::consts::ARCH, real_builds)?,
         args.iterations,
         args.warmup,
         args.workloads.as_deref(),
     )?;
     let mem_mib = parse_mem_mib(&args.mem).context("--mem")?;
     bound_contest_memory(&mut suite, mem_mib, mem_available_bytes())?;
-    let pack_choice: PackChoice = args.pack.parse()?;
     let pack = crate::pack::choice::resolve(&pack_choice, &suite, std::env::consts::ARCH)?;
     let doc = crate::local::run_suite(&suite, args.work_dir.as_deref(), pack.as_ref())?;
     print!("{}", summary_table::render_document(&doc.document));

@@ -83,7 +83,7 @@ nix::ioctl_none_bad!(
 #[derive(Debug, thiserror::Error)]
 pub enum PackMountError {
     /// Mounting needs root.
-    #[error("cannot mount the userland pack {image}: bootbench local mounts it with a loop device, which needs root (run as root, or give a suite without kernbench)")]
+    #[error("cannot mount the userland pack {image}: bootbench local mounts it with a loop device, which needs root (run as root, or give --pack none: the built-in suites then build synthetically)")]
     NotRoot {
         /// The image.
         image: PathBuf,

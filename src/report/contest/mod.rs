@@ -419,8 +419,27 @@ fn pick_baseline(kernels: &[KernelBoots], asked: Option<&str>) -> Result<usize, 
     }
 }
 
+/// What a contest result's foreground build was: its version, and for the
+/// pack build the target and the pack's identity. Different ones time
+/// different builds.
+fn foreground_identity(params: &serde_json::Map<String, serde_json::Value>) -> String {
+    let v = crate::compare::samples::version_text(loads::workload::version_in(params));
+    let word = |k: &str| params.get(k).and_then(|x| x.as_str()).map(str::to_string);
+    match word("build").as_deref() {
+        None | Some("synthetic") => v,
+        Some(build) => format!(
+            "{v} ({build} build of {} from pack {})",
+            word("target").unwrap_or_else(|| "quick".into()),
+            word(loads::pack_build::PACK_ID_PARAM)
+                .map_or("unknown".to_string(), |id| id.chars().take(12).collect::<String>())
+        ),
+    }
+}
+
 /// Refuses boots of different contest versions (see
-/// `loads::workloads::VERSIONS`), naming each version and who ran it.
+/// `loads::workloads::VERSIONS`) or different foreground builds (the
+/// synthetic one, the pack's of another target or from another pack),
+/// naming each and who ran it.
 fn check_one_version(kernels: &[KernelBoots]) -> Result<(), ContestReportError> {
     let mut by_version: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for k in kernels {
@@ -428,7 +447,7 @@ fn check_one_version(kernels: &[KernelBoots]) -> Result<(), ContestReportError> 
             // A result that measured nothing (not run, stopped at once) may
             // carry the suite's params rather than the workload's.
             for w in c.workloads.iter().filter(|w| !w.iterations.is_empty()) {
-                let v = crate::compare::samples::version_text(loads::workload::version_in(&w.params));
+                let v = foreground_identity(&w.params);
                 let who = format!("{} {}", k.input.name, k.place(c.boot, None));
                 let list = by_version.entry(v).or_default();
                 if !list.contains(&who) {

@@ -29,7 +29,7 @@ pub enum ContestReportError {
         why: String,
     },
     /// The boots ran different versions of contest.
-    #[error("contest ran in different versions: {versions}; different versions measure different things, so they are never tabled together (rerun with the same bootbench)")]
+    #[error("contest ran in different versions: {versions}; different versions or foreground builds measure different things, so they are never tabled together (rerun with the same bootbench, build and pack)")]
     MixedVersions {
         /// Each version with the kernels (and boots) that ran it.
         versions: String,

@@ -375,3 +375,30 @@ fn boots_of_different_contest_versions_are_refused_naming_each() {
         "{e}"
     );
 }
+
+#[test]
+fn boots_of_different_foreground_builds_or_packs_are_refused_naming_each() {
+    let mut kernels = two_kernels();
+    let set = |kernels: &mut Vec<KernelInput>, i: usize, build: &str, pack: &str| {
+        let k: &mut KernelInput = &mut kernels[i];
+        for b in &mut k.boots {
+            let p = &mut b.record.result.as_mut().unwrap().workloads[0].params;
+            p.insert("build".into(), build.into());
+            p.insert("pack_id".into(), pack.into());
+        }
+    };
+    let (a, b) = ("a".repeat(64), "b".repeat(64));
+    set(&mut kernels, 0, "pack", &a);
+    set(&mut kernels, 1, "pack", &a);
+    assert!(build(&kernels, &settings(RatioBase::Baseline)).is_ok(), "one build from one pack");
+    set(&mut kernels, 1, "pack", &b);
+    let e = build(&kernels, &settings(RatioBase::Baseline)).unwrap_err().to_string();
+    assert!(
+        e.contains("(pack build of quick from pack aaaaaaaaaaaa) in base")
+            && e.contains("from pack bbbbbbbbbbbb) in cand"),
+        "{e}"
+    );
+    set(&mut kernels, 1, "synthetic", "");
+    let e = build(&kernels, &settings(RatioBase::Baseline)).unwrap_err().to_string();
+    assert!(e.contains("different versions or foreground builds"), "the synthetic build is another: {e}");
+}

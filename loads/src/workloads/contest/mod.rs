@@ -729,6 +729,9 @@ impl Workload for Contest {
     /// compared.
     fn params(&self) -> serde_json::Map<String, serde_json::Value> {
         let mut p = params_map(&self.params);
+        // Where the pack is mounted is not what was measured (it is in
+        // each iteration's detail); what is in it is.
+        p.remove("pack");
         if let ForegroundBuild::Pack { build, .. } = &self.foreground {
             p.insert(pack_build::PACK_ID_PARAM.into(), build.pack_id().into());
         }

@@ -285,6 +285,9 @@ impl Workload for Kernbench {
     /// compilers or of different trees are never compared.
     fn params(&self) -> serde_json::Map<String, serde_json::Value> {
         let mut p = params_map(&self.params);
+        // Where the pack is mounted is not what was measured (it is in
+        // each iteration's detail); what is in it is.
+        p.remove("pack");
         p.insert(pack_build::PACK_ID_PARAM.into(), self.build.pack_id().into());
         p
     }
