@@ -182,6 +182,9 @@ fn guest_memory(
         MemChoice::Mib(m) => m,
         MemChoice::Auto => BASE_MEM_MIB,
     };
+    // Storage options that are bad at the size asked for (or the base
+    // size) are the user's error, never a reason to grow --mem.
+    storage_at(start)?;
     let Err(why) = check(start)? else { return Ok(start) };
     let fits = least_mem_that_fits(start, available.max(start), |m| Ok(check(m)?.is_ok()))?;
     match (choice, fits) {
