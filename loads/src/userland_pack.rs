@@ -311,6 +311,18 @@ pub struct Ran {
     pub usage: Usage,
 }
 
+impl Ran {
+    /// (user + system) / elapsed, in percent (time(1)'s %P); 0 for no
+    /// elapsed time.
+    pub fn cpu_percent(&self) -> f64 {
+        if self.elapsed_s > 0.0 {
+            (self.usage.user_s + self.usage.sys_s) / self.elapsed_s * 100.0
+        } else {
+            0.0
+        }
+    }
+}
+
 /// Everything the child needs, built before the fork so that the child
 /// only makes system calls.
 struct Prepared {

@@ -89,8 +89,12 @@ pub enum ChoiceError {
 
 /// The suite's workloads that run inside the pack, in suite order.
 pub fn workloads_needing_pack(suite: &Suite) -> Vec<String> {
-    let mut names: Vec<String> = suite.workloads.iter().filter(|w| needs_pack(w)).map(|w| w.name.clone()).collect();
-    names.dedup();
+    let mut names: Vec<String> = Vec::new();
+    for w in suite.workloads.iter().filter(|w| needs_pack(w)) {
+        if !names.contains(&w.name) {
+            names.push(w.name.clone());
+        }
+    }
     names
 }
 

@@ -136,12 +136,7 @@ pub struct Built {
 impl Built {
     /// (user + system) / elapsed, in percent; 0 for no elapsed time.
     pub fn cpu_percent(&self) -> f64 {
-        let u = &self.ran.usage;
-        if self.ran.elapsed_s > 0.0 {
-            (u.user_s + u.sys_s) / self.ran.elapsed_s * 100.0
-        } else {
-            0.0
-        }
+        self.ran.cpu_percent()
     }
 }
 

@@ -229,7 +229,7 @@ pub fn check_memory(
 pub fn build_metrics(level: JobLevel, ran: &Ran) -> Vec<(String, Metric)> {
     let m = level.name();
     let u: &Usage = &ran.usage;
-    let cpu_percent = if ran.elapsed_s > 0.0 { (u.user_s + u.sys_s) / ran.elapsed_s * 100.0 } else { 0.0 };
+    let cpu_percent = ran.cpu_percent();
     vec![
         (format!("elapsed_{m}"), Metric::lower(ran.elapsed_s, "s")),
         (format!("user_{m}"), Metric::lower(u.user_s, "s")),
