@@ -65,6 +65,17 @@ pub fn run_suite(suite: &Suite, work_dir: Option<&Path>, pack: Option<&ChosenPac
         crate::interrupt::install()?;
     }
     let mount = pack.map(|p| PackMount::mount(&p.image)).transpose()?;
+    // Registered after the mount's hook, so it runs first: make and its
+    // compilers, in their own process group, die before the pack is
+    // unmounted, and the loop device detaches as the process ends.
+    let _kill_builds = mount.as_ref().map(|_| {
+        crate::interrupt::on_interrupt(|| {
+            let groups = loads::userland_pack::kill_running();
+            if groups > 0 {
+                eprintln!("local: interrupted; killed the build running in the userland pack");
+            }
+        })
+    });
     let suite = match &mount {
         Some(m) => {
             eprintln!(

@@ -4,7 +4,8 @@
 //! kernels. `bootbench run -o` must leave a valid results file holding
 //! exactly the finished boots, kill the QEMU of the boot in progress,
 //! remove its scratch files and exit 130; `bootbench bisect` must leave a
-//! state that `--resume` takes to the same answer.
+//! state that `--resume` takes to the same answer; `bootbench local` must
+//! kill the build running in the userland pack and let go of the pack.
 
 mod support;
 
@@ -280,4 +281,102 @@ fn ctrl_c_during_a_bisection_leaves_a_state_that_resumes_to_the_same_answer() {
     // The boots from before the interruption were kept, not redone.
     assert_eq!(done.boots[..kept.boots.len()], kept.boots[..]);
     eprintln!("bisect: interrupted after {first:.1?}, resumed to the end in {second:.1?}");
+}
+
+/// `pid` and every live process below it.
+fn process_tree(pid: u32) -> Vec<u32> {
+    let mut parent_of = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(p) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let ppid = stat.rsplit_once(')').and_then(|(_, t)| t.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if let Some(ppid) = ppid {
+            parent_of.push((p, ppid));
+        }
+    }
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while let Some(&p) = tree.get(i) {
+        tree.extend(parent_of.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    tree
+}
+
+#[test]
+#[ignore = "needs root and the userland pack (built on first use, networked): run scripts/test"]
+fn ctrl_c_during_a_local_build_kills_make_and_frees_the_pack() {
+    support::require(nix::unistd::geteuid().is_root(), "root (local mounts the pack; mmdebstrap builds it)");
+    for program in ["mmdebstrap", "mke2fs"] {
+        require_program(program);
+    }
+    let dir = scratch();
+    let suite = dir.path().join("suite.json");
+    // Two timed builds of the quick target at the half job count: the
+    // build still has seconds to go when make is seen.
+    std::fs::write(
+        &suite,
+        r#"{"name":"t","workloads":[{"name":"kernbench","iterations":2,"warmup":0,"params":{"target":"quick","jobs":["half"]}}]}"#,
+    )
+    .unwrap();
+    let mut child = bootbench(["local", "--suite"])
+        .arg(&suite)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("cannot start bootbench local");
+    let lines = stderr_lines(&mut child);
+    let mut said = Vec::new();
+    let device = loop {
+        match lines.recv_timeout(BOOT_DEADLINE) {
+            Ok(l) => {
+                let dev = l
+                    .contains("mounted read-only at")
+                    .then(|| l.rsplit_once('(').map(|(_, d)| d.trim_end_matches(')').to_string()))
+                    .flatten();
+                said.push(l);
+                if let Some(d) = dev {
+                    break d;
+                }
+            }
+            Err(e) => panic!("the pack was never mounted ({e}); bootbench said:\n{}", said.join("\n")),
+        }
+    };
+    let backing = format!("/sys/block/{}/loop/backing_file", device.trim_start_matches("/dev/"));
+    assert!(Path::new(&backing).exists(), "{backing}: {}", said.join("\n"));
+    let mut make = Vec::new();
+    assert!(
+        wait_until(Duration::from_secs(120), || {
+            make = children_named(child.id(), "make");
+            !make.is_empty()
+        }),
+        "make never started:\n{}",
+        said.join("\n")
+    );
+    // Let make start its compilers, then interrupt while they run.
+    std::thread::sleep(Duration::from_millis(300));
+    let build = process_tree(make[0]);
+    ctrl_c(&child);
+    let status = wait_exit(&mut child, Duration::from_secs(60));
+    let ended = Instant::now();
+    while let Ok(l) = lines.recv_timeout(Duration::from_secs(2)) {
+        said.push(l);
+    }
+    let said = said.join("\n");
+    assert_eq!(status.code(), Some(130), "exit status after Ctrl-C ({status}):\n{said}");
+    assert!(said.contains("local: interrupted; killed the build running in the userland pack"), "{said}");
+    // make and everything it started end with bootbench, not when the
+    // build would have ended; then the loop device lets go of the pack.
+    assert!(
+        wait_until(Duration::from_secs(1), || build.iter().all(|p| gone(*p))),
+        "the build {build:?} outlived bootbench by {:?}:\n{said}",
+        ended.elapsed()
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || !Path::new(&backing).exists()),
+        "{device} still holds the pack {:?} after bootbench ended:\n{said}",
+        ended.elapsed()
+    );
 }

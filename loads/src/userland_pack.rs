@@ -24,6 +24,7 @@ use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 /// Where the init mounts the pack.
@@ -448,6 +449,27 @@ pub fn log_tail(path: &Path, n: usize) -> String {
     }
 }
 
+/// The process groups of the commands running now, for [`kill_running`].
+/// A group is listed from just after its fork until it has ended and
+/// before it is reaped, so its number is never another process's.
+static RUNNING: Mutex<Vec<Pid>> = Mutex::new(Vec::new());
+
+fn running() -> std::sync::MutexGuard<'static, Vec<Pid>> {
+    // A thread that panicked while holding it left a plain list.
+    RUNNING.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// SIGKILLs the process group of every command of the pack running now
+/// (make and every compiler it started), for a process about to end early:
+/// `bootbench local` on Ctrl-C, where make, in its own group, would
+/// otherwise compile on, keeping the pack's mount and loop device busy.
+/// The callers of [`run`] still reap their commands (and report them as
+/// killed). Returns how many groups were signalled.
+pub fn kill_running() -> usize {
+    let groups = running();
+    groups.iter().filter(|&&g| killpg(g, Signal::SIGKILL).is_ok()).count()
+}
+
 /// Runs `cmd` in the pack and reaps it: its wall time from fork to reap
 /// and its rusage (the command and every descendant it reaped). A failed
 /// set-up step names the step and the errno; a command that fails carries
@@ -473,8 +495,13 @@ pub fn run(cmd: &PackCommand) -> Result<Ran, PackError> {
     };
     drop(report_w);
     let _ = setpgid(pid, pid);
+    running().push(pid);
     let mut rec = Vec::with_capacity(5);
     let _ = File::from(report_r).read_to_end(&mut rec);
+    // Ended but not yet reaped: the group's number is still this one's
+    // while it leaves the list.
+    let _ = waitid_ended(pid);
+    running().retain(|&g| g != pid);
     let reaped = reap::wait_pid(pid);
     let elapsed_s = t0.elapsed().as_secs_f64();
     let reaped = match reaped {
@@ -497,6 +524,17 @@ pub fn run(cmd: &PackCommand) -> Result<Ran, PackError> {
         return Err(failure(cmd, reaped.exit));
     }
     Ok(Ran { elapsed_s, usage: reaped.usage })
+}
+
+/// Waits until `pid` has ended without reaping it (`WNOWAIT`).
+fn waitid_ended(pid: Pid) -> nix::Result<()> {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag};
+    loop {
+        match waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
+            Err(Errno::EINTR) => {}
+            other => return other.map(drop),
+        }
+    }
 }
 
 /// The error of `cmd` having ended with `exit`: the status and the tail
