@@ -408,7 +408,7 @@ impl<L: Lab, H: History, J: Journal> Driver<'_, L, H, J> {
 mod tests {
     use super::*;
     use crate::bisect::journal::MemoryJournal;
-    use crate::bisect::simulate::{LinearHistory, ModelLab, NoiseModel};
+    use crate::bisect::simulate::{LinearHistory, ModelLab, NoiseModel, SIMULATED_PACK};
     use crate::bisect::state::{BisectState, Plan};
 
     fn run(lab: &mut ModelLab, history: &mut LinearHistory, plan: Plan) -> (BisectState, Outcome) {
@@ -512,6 +512,34 @@ mod tests {
         let mut state = BisectState::new(Plan::default(), None, &history.name(0), &history.name(40), 40).unwrap();
         let mut journal = MemoryJournal::default();
         assert!(Driver::new(&mut state, &mut lab, &mut history, &mut journal).run().is_ok());
+    }
+
+    #[test]
+    fn a_boot_in_another_userland_pack_stops_the_bisection_naming_both() {
+        let history = LinearHistory::new(40);
+        let bisect = |change: Option<(Option<String>, usize)>| {
+            let mut history = history.clone();
+            let mut lab = ModelLab::new(40, 25, 0.15, noise(), 6);
+            lab.pack_change = change;
+            let mut state = BisectState::new(Plan::default(), None, &history.name(0), &history.name(40), 40).unwrap();
+            let mut journal = MemoryJournal { snapshot: true, ..Default::default() };
+            let got = Driver::new(&mut state, &mut lab, &mut history, &mut journal).run();
+            (got, state)
+        };
+        // From the 12th lab call on, boots build in another pack.
+        let (got, state) = bisect(Some((Some("simulated-pack-b".into()), 12)));
+        let e = got.unwrap_err();
+        let DriverError::MixedPacks { got, want, .. } = &e else { panic!("expected mixed packs, got {e:?}") };
+        assert_eq!((got.as_str(), want.as_str()), ("simulated-pack-b", SIMULATED_PACK));
+        assert!(e.to_string().contains("in userland pack simulated-pack-b, but earlier boots"), "{e}");
+        let packs: Vec<_> = state.boots.iter().map(|b| b.pack_id.as_deref()).collect();
+        assert!(packs.iter().all(|p| *p == Some(SIMULATED_PACK)), "the refused boot entered the state: {packs:?}");
+        // A boot that built in no pack after boots that did is refused too.
+        let (got, _) = bisect(Some((None, 12)));
+        assert!(matches!(&got, Err(DriverError::MixedPacks { got, .. }) if got == "none"), "{got:?}");
+        // The same pack throughout ends the bisection.
+        let (got, state) = bisect(Some((None, usize::MAX)));
+        assert!(got.is_ok() && state.boots.iter().all(|b| b.pack_id.as_deref() == Some(SIMULATED_PACK)));
     }
 
     #[test]

@@ -120,6 +120,9 @@ pub struct BootObservation {
     /// The version of the metric's workload that ran (perf mode, ok
     /// boots; see `loads::workloads::VERSIONS`).
     pub workload_version: Option<u32>,
+    /// The userland pack the metric's workload built in (its `pack_id`
+    /// parameter; perf mode, ok boots of a build in the pack).
+    pub pack_id: Option<String>,
 }
 
 /// What the driver needs from a lab.
@@ -167,6 +170,7 @@ pub fn observe(record: &BootRecord, mode: Mode, metric: Option<(&str, &str)>) ->
         iterations: Vec::new(),
         wall_s: record.boot.wall_s,
         workload_version: None,
+        pack_id: None,
     };
     if obs.classification != "ok" {
         return obs;
@@ -190,8 +194,10 @@ pub fn observe(record: &BootRecord, mode: Mode, metric: Option<(&str, &str)>) ->
         return obs;
     }
     if let Some((w, m)) = metric {
-        obs.workload_version =
-            doc.workloads.iter().find(|x| x.name == w).and_then(|x| loads::workload::version_in(&x.params));
+        let params = doc.workloads.iter().find(|x| x.name == w).map(|x| &x.params);
+        obs.workload_version = params.and_then(loads::workload::version_in);
+        obs.pack_id =
+            params.and_then(|p| p.get(loads::pack_build::PACK_ID_PARAM)).and_then(|v| v.as_str()).map(str::to_string);
         match metric_values(doc, w, m) {
             Ok(v) => obs.iterations = v,
             Err(why) => {
@@ -658,6 +664,11 @@ mod tests {
         let m = Some(("fork", "fork_rate"));
         let ok = observe(&record("ok", Some(doc(&[10.0, 12.0]))), Mode::Perf, m);
         assert_eq!((ok.classification.as_str(), ok.iterations.clone()), ("ok", vec![10.0, 12.0]));
+        assert_eq!(ok.pack_id, None, "fork builds in no pack");
+        let mut in_pack = doc(&[10.0]);
+        in_pack.workloads[0].params.insert(loads::pack_build::PACK_ID_PARAM.into(), "ab".repeat(32).into());
+        let built = observe(&record("ok", Some(in_pack)), Mode::Perf, m);
+        assert_eq!(built.pack_id, Some("ab".repeat(32)), "the pack the metric's workload built in");
         let hang = observe(&record("hang", None), Mode::Perf, m);
         assert_eq!(hang.classification, "hang");
         let lost = observe(&record("ok", None), Mode::Perf, m);

@@ -150,6 +150,10 @@ pub struct ModelLab {
     /// With `version_change`: boots before the change report no version
     /// at all, as boots recorded before versions existed.
     pub unversioned_before: bool,
+    /// The pack ok boots built in: `(pack, from_call)`, [`SIMULATED_PACK`]
+    /// before that lab call and `pack` (`None`: no pack) from it on, for
+    /// the tests of a pack changed mid-bisection. Without it, no pack.
+    pub pack_change: Option<(Option<String>, usize)>,
     /// Fail (as if the host went down) on this lab call, for resume tests.
     pub fail_after: Option<usize>,
     /// Lab calls so far.
@@ -157,6 +161,9 @@ pub struct ModelLab {
 }
 
 const TRUE_MEAN: f64 = 1000.0;
+
+/// The pack a [`ModelLab`] with a `pack_change` builds in first.
+pub const SIMULATED_PACK: &str = "simulated-pack-a";
 
 impl ModelLab {
     /// A lab for a history of `n` commits, regressing at `culprit`.
@@ -173,6 +180,7 @@ impl ModelLab {
             init_panics: BTreeMap::new(),
             version_change: None,
             unversioned_before: false,
+            pack_change: None,
             fail_after: None,
             calls: 0,
         }
@@ -234,6 +242,7 @@ impl Lab for ModelLab {
             iterations: vec![],
             wall_s: 1.0,
             workload_version: None,
+            pack_id: None,
         };
         if let Some(left) = self.init_panics.get_mut(&i).filter(|n| **n > 0) {
             *left -= 1;
@@ -246,6 +255,7 @@ impl Lab for ModelLab {
                 iterations: vec![],
                 wall_s: 1.0,
                 workload_version: None,
+                pack_id: None,
             });
         }
         if self.hanging.contains(&i) {
@@ -265,7 +275,19 @@ impl Lab for ModelLab {
             Some(_) => Some(1),
             None => None,
         };
-        Ok(BootObservation { classification: "ok".into(), detail: None, iterations, wall_s: 1.0, workload_version })
+        let pack_id = match &self.pack_change {
+            Some((_, from)) if self.calls < *from => Some(SIMULATED_PACK.to_string()),
+            Some((other, _)) => other.clone(),
+            None => None,
+        };
+        Ok(BootObservation {
+            classification: "ok".into(),
+            detail: None,
+            iterations,
+            wall_s: 1.0,
+            workload_version,
+            pack_id,
+        })
     }
 }
 

@@ -225,6 +225,11 @@ pub struct BootEntry {
     /// as in states from before versions); a bisection never mixes two.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload_version: Option<u32>,
+    /// The userland pack the metric's workload built in (absent: none, or
+    /// a state from before packs were recorded); a bisection never mixes
+    /// two.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pack_id: Option<String>,
 }
 
 impl BootEntry {
@@ -681,6 +686,7 @@ mod tests {
             wall_s: 1.0,
             at: now(),
             workload_version: None,
+            pack_id: None,
         };
         for c in ["panic", "boot_failure", "oops", "hang"] {
             assert!(entry(c).kernel_failed(), "{c}");
@@ -707,6 +713,7 @@ mod tests {
             wall_s: 20.0,
             at: now(),
             workload_version: Some(1),
+            pack_id: Some("ab".repeat(32)),
         });
         s.save(&p).unwrap();
         let back = BisectState::load(&p).unwrap();

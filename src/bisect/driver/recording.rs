@@ -70,6 +70,22 @@ pub enum DriverError {
         /// Its version in the earlier boots.
         want: u32,
     },
+    /// A boot built in another userland pack than the boots before it (the
+    /// pack was made again from another lockfile): another compiler or
+    /// tree, so its times cannot be set against theirs.
+    #[error("boot {boot} of {commit} ran {workload} in userland pack {got}, but earlier boots of this bisection built in pack {want}: builds with another compiler or tree are never compared. Resume with the pack that started it (bootbench run --pack PATH, or the lockfile it was made from), or start a new bisection")]
+    MixedPacks {
+        /// 1-based number of the boot in the bisection.
+        boot: usize,
+        /// The commit booted.
+        commit: String,
+        /// The workload.
+        workload: String,
+        /// The pack's identity in this boot (`none`: it built in none).
+        got: String,
+        /// The pack's identity in the earlier boots.
+        want: String,
+    },
     /// The state says the bisection is over.
     #[error("the bisection has finished; start a new one to bisect again")]
     Finished,
@@ -186,6 +202,7 @@ impl<'a, L: Lab, H: History, J: Journal> Driver<'a, L, H, J> {
             wall_s: obs.wall_s,
             at: now(),
             workload_version: obs.workload_version,
+            pack_id: obs.pack_id.clone(),
         };
         let what = match role {
             Role::GoodReference => "good end".to_string(),
@@ -239,6 +256,7 @@ impl<'a, L: Lab, H: History, J: Journal> Driver<'a, L, H, J> {
             let obs = self.lab.boot(commit, build, index)?;
             if obs.classification != "init_panic" {
                 self.check_same_version(commit, index, &obs)?;
+                self.check_same_pack(commit, index, &obs)?;
                 return Ok(obs);
             }
             let detail = obs.detail.clone().unwrap_or_else(|| "init_panic".into());
@@ -274,6 +292,28 @@ impl<'a, L: Lab, H: History, J: Journal> Driver<'a, L, H, J> {
         }
         let workload = self.state.plan.metric.split('.').next().unwrap_or_default().to_string();
         Err(DriverError::MixedVersions { boot: index + 1, commit: commit.to_string(), workload, got, want })
+    }
+
+    /// Refuses a boot that built in another userland pack than the earlier
+    /// boots (another lockfile: another compiler or tree), or in none where
+    /// they built in one (before it enters the state, so a resume boots
+    /// again). Boots of states from before packs were recorded say nothing.
+    fn check_same_pack(&self, commit: &str, index: usize, obs: &BootObservation) -> Result<(), DriverError> {
+        if obs.classification != "ok" || obs.iterations.is_empty() {
+            return Ok(());
+        }
+        let Some(want) = self.state.boots.iter().find_map(|b| b.pack_id.as_deref()) else { return Ok(()) };
+        if obs.pack_id.as_deref() == Some(want) {
+            return Ok(());
+        }
+        let workload = self.state.plan.metric.split('.').next().unwrap_or_default().to_string();
+        Err(DriverError::MixedPacks {
+            boot: index + 1,
+            commit: commit.to_string(),
+            workload,
+            got: obs.pack_id.clone().unwrap_or_else(|| "none".into()),
+            want: want.to_string(),
+        })
     }
 
     pub(super) fn end_of(&self, role: Role) -> (String, &'static str) {
