@@ -273,7 +273,7 @@ fn ctrl_c_during_a_bisection_leaves_a_state_that_resumes_to_the_same_answer() {
     assert_eq!(resumed.code(), Some(0), "the resumed bisection did not confirm a culprit:\n{}", resumed.transcript());
     let done = BisectState::load(&state).unwrap();
     match &done.outcome {
-        Some(bootbench::bisect::state::Outcome::Confirmed { culprit, parent }) => {
+        Some(bootbench::bisect::state::Outcome::Confirmed { culprit, parent, .. }) => {
             assert_eq!((culprit, parent), (&shas[3], &shas[2]), "{}", resumed.transcript());
         }
         other => panic!("expected a confirmed culprit, got {other:?}\n{}", resumed.transcript()),

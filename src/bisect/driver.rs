@@ -20,7 +20,7 @@ mod wording;
 use super::history::{History, HistoryError, NextStep};
 use super::journal::Journal;
 use super::lab::Lab;
-use super::sequential_test::{compare_ends, Decision};
+use super::sequential_test::{compare_ends, compare_pair, Decision, ReferenceModel};
 use super::state::{
     short, BootEntry, BuildStatus, Mode, Outcome, Phase, Role, StepPolicy, TestKind, TestRecord, Verdict,
 };
@@ -367,7 +367,10 @@ impl<L: Lab, H: History, J: Journal> Driver<'_, L, H, J> {
             && self.state.verdicts().get(parent.as_str()).is_some_and(|(v, _)| *v == Verdict::Good);
         let vp = self.test_commit(&parent, TestKind::ConfirmParent, None, since)?;
         match vp {
-            Verdict::Good => self.finish(Outcome::Confirmed { culprit: culprit.into(), parent }),
+            Verdict::Good if self.state.plan.mode == Mode::Boot => {
+                self.finish(Outcome::Confirmed { culprit: culprit.into(), parent, step: None })
+            }
+            Verdict::Good => self.culprit_against_parent(culprit, &parent, since),
             Verdict::Skip => self.finish(Outcome::Unconfirmed {
                 culprit: culprit.into(),
                 reason: format!("its parent {} gave no verdict when measured again", short(&parent)),
@@ -404,6 +407,66 @@ impl<L: Lab, H: History, J: Journal> Driver<'_, L, H, J> {
     }
 }
 
+impl<L: Lab, H: History, J: Journal> Driver<'_, L, H, J> {
+    /// The last word on a culprit that measured bad again and whose parent
+    /// measured good again: a direct, one-sided test of the culprit's
+    /// confirmation boots against its parent's, at the confirmation's
+    /// level. Each alone was only compared with the ends; with two changes
+    /// in the range, commits between them sit halfway, and a commit with
+    /// no effect can pass both against the ends. The step and its share of
+    /// the ends' change go into the outcome.
+    fn culprit_against_parent(&mut self, culprit: &str, parent: &str, since: u32) -> Result<(), DriverError> {
+        let latest = |commit: &str, kind: TestKind| {
+            self.state.tests.iter().rfind(|t| t.commit == commit && t.kind == kind && t.number > since).cloned()
+        };
+        let (Some(ct), Some(pt)) = (latest(culprit, TestKind::ConfirmCulprit), latest(parent, TestKind::ConfirmParent))
+        else {
+            return self.finish(Outcome::Unconfirmed {
+                culprit: culprit.into(),
+                reason: "its confirmation tests are missing from the state".into(),
+            });
+        };
+        let good = self.state.reference_values(Role::GoodReference);
+        let bad = self.state.reference_values(Role::BadReference);
+        let groups = self.state.other_groups(0);
+        let groups: Vec<&[f64]> = groups.iter().map(Vec::as_slice).collect();
+        let model = ReferenceModel::estimate(&good, &bad, &groups)?;
+        let alpha = ct.alpha;
+        let step =
+            compare_pair(&model, &self.state.test_values(pt.number), &self.state.test_values(ct.number), 1.0 - alpha)?;
+        let pct = 100.0 * step.log_change.exp_m1();
+        let (lo, hi) = step.share_interval;
+        let share = format!(
+            "{:.0}% of the ends' change ({:.0}% confidence interval {:.0}% to {:.0}%)",
+            100.0 * step.share,
+            100.0 * step.confidence,
+            100.0 * lo,
+            100.0 * hi
+        );
+        let message = format!(
+            "{} against its parent {}: {pct:+.2}%, one-sided p = {:.2e} (needs < {alpha:.2e}); {share}",
+            short(culprit),
+            short(parent),
+            step.p_one_sided
+        );
+        self.event("step", Some(culprit), message, serde_json::to_value(step).unwrap_or_default())?;
+        if step.p_one_sided < alpha {
+            return self.finish(Outcome::Confirmed {
+                culprit: culprit.into(),
+                parent: parent.into(),
+                step: Some(step),
+            });
+        }
+        self.finish(Outcome::Unconfirmed {
+            culprit: culprit.into(),
+            reason: format!(
+                "it measured bad and its parent good against the ends, but the two do not differ when compared directly ({pct:+.2}%, one-sided p = {:.2e}, needs < {alpha:.2e}; {share}): the range may hold more than one change, with commits between them measuring between the ends",
+                step.p_one_sided
+            ),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -428,7 +491,7 @@ mod tests {
         let mut history = LinearHistory::new(100);
         let mut lab = ModelLab::new(100, 37, 0.10, noise(), 1);
         let (state, outcome) = run(&mut lab, &mut history, Plan::default());
-        assert_eq!(outcome, Outcome::Confirmed { culprit: history.name(37), parent: history.name(36) });
+        assert_eq!(outcome.confirmed(), Some((history.name(37).as_str(), history.name(36).as_str())));
         // Every step decided; the references were interleaved.
         assert!(state.tests.iter().all(|t| t.verdict.is_some()));
         assert!(state.reference_values(Role::GoodReference).len() > Plan::default().reference_boots as usize);
@@ -452,7 +515,7 @@ mod tests {
         let mut lab = ModelLab::new(8, 6, 0.2, noise(), 3);
         lab.hanging = [4].into_iter().collect();
         let (state, outcome) = run(&mut lab, &mut history, Plan::default());
-        assert_eq!(outcome, Outcome::Confirmed { culprit: history.name(6), parent: history.name(5) });
+        assert_eq!(outcome.confirmed(), Some((history.name(6).as_str(), history.name(5).as_str())));
         let t = state.tests.iter().find(|t| t.commit == history.name(4)).unwrap();
         assert_eq!(t.verdict, Some(Verdict::Skip));
         assert_eq!(state.test_boots(t.number).count(), 2);
@@ -542,6 +605,58 @@ mod tests {
         assert!(got.is_ok() && state.boots.iter().all(|b| b.pack_id.as_deref() == Some(SIMULATED_PACK)));
     }
 
+    /// Confirmed culprits over `runs` default bisections of 40 commits with
+    /// two regressions, `first` and `second` (fractions) at two random
+    /// commits: (wrong ones, i.e. neither regression, right ones, runs).
+    fn two_changes(seed: u64, runs: usize, first: f64, second: f64) -> (usize, usize, usize) {
+        use rand::{RngExt, SeedableRng};
+        let mut picker = rand_pcg::Pcg64::seed_from_u64(seed);
+        let (mut wrong, mut right) = (0, 0);
+        for _ in 0..runs {
+            let a = picker.random_range(1..40u64);
+            let b = loop {
+                let b = picker.random_range(1..=40u64);
+                if b != a {
+                    break b;
+                }
+            };
+            let mut history = LinearHistory::new(40);
+            let mut lab = ModelLab::new(40, a, first, noise(), picker.random_range(0..u64::MAX));
+            lab.second = Some((b, second));
+            let (_, outcome) = run(&mut lab, &mut history, Plan::default());
+            if let Some((culprit, _)) = outcome.confirmed() {
+                if culprit == history.name(a) || culprit == history.name(b) {
+                    right += 1;
+                } else {
+                    wrong += 1;
+                }
+            }
+        }
+        (wrong, right, runs)
+    }
+
+    #[test]
+    fn with_two_changes_in_range_a_commit_without_effect_is_seldom_confirmed() {
+        // Without the direct test of culprit against parent, about 30% of
+        // such bisections confirmed a commit with no effect (a commit
+        // between the two changes, measuring halfway).
+        let promise = Plan::default().wrong_culprit_rate;
+        for (seed, first, second) in [(1, 0.05, 0.05), (2, 0.05, 0.05), (3, 0.04, 0.06)] {
+            let (wrong, right, runs) = two_changes(seed, 200, first, second);
+            let (lo, hi) = crate::bisect::simulate::clopper_pearson(wrong, runs, 0.95);
+            eprintln!(
+                "two changes of {first} and {second}, seed {seed}: {wrong}/{runs} wrong culprits confirmed ({:.1}%, 95% interval {:.1}% to {:.1}%), {right} right",
+                100.0 * wrong as f64 / runs as f64,
+                100.0 * lo,
+                100.0 * hi
+            );
+            assert!(
+                wrong as f64 / runs as f64 <= promise,
+                "{wrong}/{runs} wrong culprits confirmed; promised at most {promise}"
+            );
+        }
+    }
+
     #[test]
     fn a_persistent_init_panic_stops_the_bisection_resumably_and_names_our_bug() {
         let mut history = LinearHistory::new(40);
@@ -612,7 +727,7 @@ mod tests {
         lab.panic_from = Some(11);
         let plan = Plan { mode: Mode::Boot, ..Plan::default() };
         let (state, outcome) = run(&mut lab, &mut history, plan);
-        assert_eq!(outcome, Outcome::Confirmed { culprit: history.name(11), parent: history.name(10) });
+        assert_eq!(outcome.confirmed(), Some((history.name(11).as_str(), history.name(10).as_str())));
         assert!(state.boots.iter().all(|b| b.value.is_none()));
     }
 
@@ -640,7 +755,15 @@ mod tests {
             };
             lab.fail_after = None;
             let again = Driver::new(&mut state, &mut lab, &mut history, &mut journal).run().unwrap();
-            assert_eq!(again, outcome, "stop {stop}");
+            // The same answer; the direct test's figures differ with the
+            // boots the lab drew after its failure.
+            let answer = |o: &Outcome| match o {
+                Outcome::Confirmed { culprit, parent, .. } => {
+                    Outcome::Confirmed { culprit: culprit.clone(), parent: parent.clone(), step: None }
+                }
+                other => other.clone(),
+            };
+            assert_eq!(answer(&again), answer(&outcome), "stop {stop}");
             assert_eq!(state.boots.len(), full.boots.len(), "stop {stop}");
         }
     }

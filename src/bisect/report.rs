@@ -74,6 +74,10 @@ pub struct TestSummary {
     pub alpha: f64,
     /// Candidates left when it started.
     pub remaining: Option<u64>,
+    /// Where the candidate measured, from the good end (0) to the bad end
+    /// (1), when it measured between them: decided, but with evidence at
+    /// the test's level against the end it was called like.
+    pub between_ends: Option<f64>,
 }
 
 /// The report.
@@ -101,6 +105,8 @@ pub struct Report {
     pub planned_tests: u32,
     /// α = β of each planned test (the first ones' share of the budget).
     pub planned_alpha: f64,
+    /// Whether every test drew on the budget (no `--step-rate`).
+    pub budgeted: bool,
     /// The good end's boots.
     pub good_reference: Option<ReferenceSummary>,
     /// The bad end's boots.
@@ -178,6 +184,7 @@ pub fn build(state: &BisectState) -> Report {
                 mean: (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64),
                 alpha: t.alpha,
                 remaining: t.remaining,
+                between_ends: t.evidence.filter(|e| e.between_ends()).and_then(|e| e.position),
             }
         })
         .collect();
@@ -194,6 +201,7 @@ pub fn build(state: &BisectState) -> Report {
         wrong_culprit_rate: state.plan.wrong_culprit_rate,
         planned_tests: state.budget.planned_tests,
         planned_alpha: state.budget.per_test(1),
+        budgeted: state.plan.step_rate.is_none(),
         good_reference: reference(&state.reference_values(Role::GoodReference)),
         bad_reference: reference(&state.reference_values(Role::BadReference)),
         change_pct: state.ends.map(|e| 100.0 * (e.ratio - 1.0)),
@@ -237,11 +245,37 @@ pub fn headline(r: &Report) -> String {
     };
     match &r.outcome {
         None => "still running".into(),
-        Some(Outcome::Confirmed { culprit, parent }) => format!(
-            "first bad commit: {}; confirmed: it measured bad again and its parent {} good",
-            name(culprit),
-            short(parent)
-        ),
+        Some(Outcome::Confirmed { culprit, parent, step }) => {
+            let direct = match step {
+                Some(s) => {
+                    let (lo, hi) = s.share_interval;
+                    let part = if hi < 1.0 {
+                        format!(
+                            "; it carries only part of the ends' change, so the range holds another change: bisect from {} to the bad end, or from the good end to {}, again",
+                            short(culprit),
+                            short(parent)
+                        )
+                    } else {
+                        String::new()
+                    };
+                    format!(
+                        ", and it is {:+.2}% against its parent directly (one-sided p = {:.2e}): {:.0}% of the ends' change ({:.0}% interval {:.0}% to {:.0}%){part}",
+                        100.0 * s.log_change.exp_m1(),
+                        s.p_one_sided,
+                        100.0 * s.share,
+                        100.0 * s.confidence,
+                        100.0 * lo,
+                        100.0 * hi
+                    )
+                }
+                None => String::new(),
+            };
+            format!(
+                "first bad commit: {}; confirmed: it measured bad again and its parent {} good{direct}",
+                name(culprit),
+                short(parent)
+            )
+        }
         Some(Outcome::Unconfirmed { culprit, reason }) => {
             format!("first bad commit: {}; NOT confirmed: {reason}", name(culprit))
         }
@@ -251,6 +285,46 @@ pub fn headline(r: &Report) -> String {
         ),
         Some(Outcome::Failed { reason }) => format!("bisection failed: {reason}"),
     }
+}
+
+/// The error rates as they were run: each kind of test's α = β (the
+/// smallest and largest, when they differ), and the bound on wrong culprits
+/// only where one applies: a confirmed culprit of a bisection whose tests
+/// all drew on the budget.
+pub fn error_rates(r: &Report) -> String {
+    let rates = |kinds: &[TestKind]| {
+        let a: Vec<f64> = r.tests.iter().filter(|t| kinds.contains(&t.kind)).map(|t| t.alpha).collect();
+        let lo = a.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = a.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        match a.len() {
+            0 => None,
+            _ if lo == hi => Some(format!("{} at α = β = {lo:.2e}", a.len())),
+            _ => Some(format!("{} at α = β = {lo:.2e} to {hi:.2e}", a.len())),
+        }
+    };
+    let mut run = Vec::new();
+    for (what, kinds) in [
+        ("steps", &[TestKind::Step][..]),
+        ("confirmations", &[TestKind::ConfirmCulprit, TestKind::ConfirmParent][..]),
+        ("single tests", &[TestKind::Run][..]),
+    ] {
+        if let Some(s) = rates(kinds) {
+            run.push(format!("{what} {s}"));
+        }
+    }
+    let run = if run.is_empty() { "no test ran yet".to_string() } else { run.join(", ") };
+    let bound = match &r.outcome {
+        Some(Outcome::Confirmed { .. }) if r.budgeted => {
+            format!("at most {:.1}% wrong culprits (the union of the tests' α)", 100.0 * r.wrong_culprit_rate)
+        }
+        Some(Outcome::Confirmed { .. }) => format!(
+            "at most {:.1}% wrong culprits rests on the confirmation alone (the steps ran at --step-rate): a commit is confirmed only when it measures bad, its parent good, and it is worse than its parent in a direct test",
+            100.0 * r.wrong_culprit_rate
+        ),
+        Some(_) => "no bound on wrong culprits applies: no culprit was confirmed".to_string(),
+        None => format!("budget: at most {:.1}% wrong culprits if a culprit is confirmed", 100.0 * r.wrong_culprit_rate),
+    };
+    format!("error rates as run: {run}; {bound}")
 }
 
 /// The text report.
@@ -296,13 +370,16 @@ pub fn render_text(r: &Report) -> String {
         duration(r.build_seconds),
         duration(r.boot_seconds)
     );
-    let _ = writeln!(
-        out,
-        "error budget: at most {:.1}% wrong culprits; {} tests planned, α = β = {:.2e} each",
-        100.0 * r.wrong_culprit_rate,
-        r.planned_tests,
-        r.planned_alpha
-    );
+    let _ = writeln!(out, "{}", error_rates(r));
+    for t in r.tests.iter().filter(|t| t.between_ends.is_some()) {
+        let _ = writeln!(
+            out,
+            "between the ends: test {} ({}) measured {:.0}% of the way from good to bad, with evidence against the end it was called like: the range may hold more than one change",
+            t.number,
+            short(&t.commit.sha),
+            100.0 * t.between_ends.unwrap_or(f64::NAN)
+        );
+    }
     let _ = writeln!(
         out,
         "{:>3} {:<7} {:<12} {:>7} {:<7} {:>5} {:>10}  reason",
@@ -593,6 +670,25 @@ mod tests {
         assert_eq!(json["outcome"]["outcome"], "confirmed");
         assert_eq!(json["tests"].as_array().unwrap().len(), state.tests.len());
         assert_eq!(json["boots"], state.boots.len());
+    }
+
+    #[test]
+    fn the_error_rates_are_those_run_and_a_bound_only_where_one_applies() {
+        let state = finished();
+        let mut r = build(&state);
+        let text = render_text(&r);
+        // The default plan runs steps at --step-rate 3% and each
+        // confirmation round at 5% / (1 + 2 revisions).
+        assert!(text.contains("steps") && text.contains("at α = β = 3.00e-2"), "{text}");
+        assert!(text.contains("confirmations 2 at α = β = 1.67e-2"), "{text}");
+        assert!(!text.contains("tests planned, α = β"), "the union budget's α is not what ran: {text}");
+        assert!(text.contains("rests on the confirmation alone"), "{text}");
+        // The direct test's figures are in the headline.
+        assert!(text.contains("against its parent directly (one-sided p = "), "{text}");
+        r.outcome = Some(Outcome::Unconfirmed { culprit: "c0000021".into(), reason: "x".into() });
+        assert!(error_rates(&r).ends_with("no bound on wrong culprits applies: no culprit was confirmed"));
+        r.outcome = Some(Outcome::Ambiguous { candidates: vec!["c1".into()] });
+        assert!(error_rates(&r).ends_with("no bound on wrong culprits applies: no culprit was confirmed"));
     }
 
     #[test]

@@ -337,6 +337,91 @@ pub struct Evaluation {
     pub sigma_used: f64,
     /// The model it was evaluated against.
     pub model: ReferenceModel,
+    /// After a good or bad decision: the two-sided p-value of "the
+    /// candidate has the mean of the end it was called like" (pooled σ,
+    /// t with the model's degrees of freedom). Below the test's α the
+    /// candidate lies between the ends: the range holds more than one
+    /// change, or the change is not a step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_like_end: Option<f64>,
+}
+
+impl Evaluation {
+    /// Whether the candidate measured between the ends: decided, but with
+    /// evidence at the test's own level against the end it was called
+    /// like.
+    pub fn between_ends(&self) -> bool {
+        self.p_like_end.is_some_and(|p| p < (-self.upper).exp())
+    }
+}
+
+/// A direct comparison of two commits' boots on the log scale, with the
+/// σ pooled over every group of boots (the model's): the step from the
+/// earlier commit to the later one, and its share of the ends' change.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PairComparison {
+    /// ln(later / earlier) of the geometric means.
+    pub log_change: f64,
+    /// Its standard error.
+    pub se: f64,
+    /// Degrees of freedom of the pooled σ.
+    pub df: usize,
+    /// One-sided p-value of "no change in the ends' direction".
+    pub p_one_sided: f64,
+    /// The step's share of the ends' change, ln-scale: 1 when it carries
+    /// all of it.
+    pub share: f64,
+    /// The share's interval at [`PairComparison::confidence`] (delta
+    /// method over the step's and the ends' independent errors).
+    pub share_interval: (f64, f64),
+    /// The interval's confidence.
+    pub confidence: f64,
+}
+
+/// Compares `later`'s boots with `earlier`'s directly (the culprit with its
+/// parent), one-sided in the direction of the ends' change, with the
+/// model's pooled σ; and the step's share of the ends' change with a
+/// two-sided interval at `confidence`.
+pub fn compare_pair(
+    model: &ReferenceModel,
+    earlier: &[f64],
+    later: &[f64],
+    confidence: f64,
+) -> Result<PairComparison, SequentialTestError> {
+    let e = LogSummary::of("earlier commit", earlier)?;
+    let l = LogSummary::of("later commit", later)?;
+    for (which, s) in [("earlier", &e), ("later", &l)] {
+        if s.n < 1 {
+            return Err(SequentialTestError::TooFewReferenceBoots { which, n: s.n, need: 1 });
+        }
+    }
+    let delta = model.bad.mean - model.good.mean;
+    if delta == 0.0 {
+        return Err(SequentialTestError::NoDifference { mean: model.good.mean });
+    }
+    let var = model.sigma.powi(2).max(1e-12);
+    let log_change = l.mean - e.mean;
+    let se = (var * (1.0 / e.n as f64 + 1.0 / l.n as f64)).sqrt();
+    let se_ends = (var * (1.0 / model.good.n as f64 + 1.0 / model.bad.n as f64)).sqrt();
+    let t = StudentsT::new(0.0, 1.0, model.df.max(1) as f64).map_err(|_| SequentialTestError::BadRate(confidence))?;
+    // In the ends' direction: a regression of a rate is a negative step.
+    let toward = log_change * delta.signum() / se;
+    let p_one_sided = 1.0 - t.cdf(toward);
+    let share = log_change / delta;
+    let se_share = (se.powi(2) + share.powi(2) * se_ends.powi(2)).sqrt() / delta.abs();
+    if !(confidence > 0.0 && confidence < 1.0) {
+        return Err(SequentialTestError::BadRate(confidence));
+    }
+    let q = t.inverse_cdf(0.5 + confidence / 2.0);
+    Ok(PairComparison {
+        log_change,
+        se,
+        df: model.df,
+        p_one_sided,
+        share,
+        share_interval: (share - q * se_share, share + q * se_share),
+        confidence,
+    })
 }
 
 /// Runs the test on the candidate's per-boot values so far.
@@ -367,6 +452,10 @@ pub fn evaluate(model: &ReferenceModel, plan: &TestPlan, candidate: &[f64]) -> R
         (llr, Some(m), Some((m - model.good.mean) / delta))
     };
     let (upper, lower) = (plan.upper(), plan.lower());
+    let like_end = |m: f64, end: &LogSummary| {
+        let se = (model.sigma.powi(2).max(1e-12) * (1.0 / n as f64 + 1.0 / end.n as f64)).sqrt();
+        StudentsT::new(0.0, 1.0, model.df.max(1) as f64).ok().map(|t| 2.0 * t.cdf(-((m - end.mean) / se).abs()))
+    };
     let decision = if n < plan.min_boots as usize {
         Decision::Continue
     } else if llr >= upper {
@@ -378,6 +467,11 @@ pub fn evaluate(model: &ReferenceModel, plan: &TestPlan, candidate: &[f64]) -> R
     } else {
         Decision::Continue
     };
+    let p_like_end = match (decision, candidate_log_mean) {
+        (Decision::Good, Some(m)) => like_end(m, &model.good),
+        (Decision::Bad, Some(m)) => like_end(m, &model.bad),
+        _ => None,
+    };
     Ok(Evaluation {
         decision,
         n,
@@ -388,6 +482,7 @@ pub fn evaluate(model: &ReferenceModel, plan: &TestPlan, candidate: &[f64]) -> R
         position,
         sigma_used: var.sqrt(),
         model: *model,
+        p_like_end,
     })
 }
 
@@ -622,5 +717,39 @@ mod tests {
         assert!((c.ratio - geo(&b) / geo(&g)).abs() < 1e-12);
         assert_eq!(compare_ends(&[1.0, 1.0], &[2.0, 2.0]).unwrap().p_value, 0.0);
         assert_eq!(compare_ends(&[1.0, 1.0], &[1.0, 1.0]).unwrap().p_value, 1.0);
+    }
+
+    #[test]
+    fn a_direct_comparison_measures_the_step_and_its_share() {
+        // Ends 100 and 90 (10 boots each), σ 1% on the log scale.
+        let m = model(100.0, 90.0, 0.01);
+        let parent = [100.0, 100.0, 100.0];
+        let step = compare_pair(&m, &parent, &[95.0, 95.0, 95.0], 0.95).unwrap();
+        assert!((step.log_change - (95.0f64 / 100.0).ln()).abs() < 1e-12);
+        assert!((step.se - 0.01 * (2.0f64 / 3.0).sqrt()).abs() < 1e-12, "{}", step.se);
+        let share = (0.95f64).ln() / (0.9f64).ln();
+        assert!((step.share - share).abs() < 1e-12, "{}", step.share);
+        assert!(step.share_interval.0 < share && share < step.share_interval.1);
+        // 5.1 standard errors in the ends' direction.
+        assert!(step.p_one_sided < 1e-4, "{}", step.p_one_sided);
+        // No step: p one half; a step the other way: p near one.
+        let none = compare_pair(&m, &parent, &parent, 0.95).unwrap();
+        assert!((none.p_one_sided - 0.5).abs() < 1e-12 && none.share == 0.0);
+        assert!(compare_pair(&m, &parent, &[105.0, 105.0, 105.0], 0.95).unwrap().p_one_sided > 0.999);
+        // The whole change: the share's interval holds 1.
+        let all = compare_pair(&m, &parent, &[90.0, 90.0, 90.0], 0.95).unwrap();
+        assert!(all.share_interval.0 < 1.0 && 1.0 < all.share_interval.1, "{:?}", all.share_interval);
+    }
+
+    #[test]
+    fn a_candidate_called_bad_short_of_the_bad_end_is_between_the_ends() {
+        let m = model(100.0, 90.0, 0.01);
+        // A candidate at the bad end is not between them.
+        let at_bad = evaluate(&m, &plan(0.03), &[90.0, 90.2, 89.8]).unwrap();
+        assert_eq!(at_bad.decision, Decision::Bad);
+        assert!(!at_bad.between_ends() && at_bad.p_like_end.unwrap() > 0.5, "{at_bad:?}");
+        let near_bad = evaluate(&m, &plan(0.03), &[92.0, 92.1, 91.9]).unwrap();
+        assert_eq!(near_bad.decision, Decision::Bad);
+        assert!(near_bad.between_ends(), "2% from the bad end, σ 1%, 3 boots: {near_bad:?}");
     }
 }

@@ -154,6 +154,9 @@ pub struct ModelLab {
     /// before that lab call and `pack` (`None`: no pack) from it on, for
     /// the tests of a pack changed mid-bisection. Without it, no pack.
     pub pack_change: Option<(Option<String>, usize)>,
+    /// A second regression in the range: `(commit, fraction)`, the level
+    /// falling again from that commit on.
+    pub second: Option<(u64, f64)>,
     /// Fail (as if the host went down) on this lab call, for resume tests.
     pub fail_after: Option<usize>,
     /// Lab calls so far.
@@ -181,6 +184,7 @@ impl ModelLab {
             version_change: None,
             unversioned_before: false,
             pack_change: None,
+            second: None,
             fail_after: None,
             calls: 0,
         }
@@ -264,7 +268,10 @@ impl Lab for ModelLab {
         if self.panic_from.is_some_and(|p| i >= p) {
             return Ok(fail("panic"));
         }
-        let level = if i >= self.culprit { TRUE_MEAN * (1.0 - self.regression) } else { TRUE_MEAN };
+        let mut level = if i >= self.culprit { TRUE_MEAN * (1.0 - self.regression) } else { TRUE_MEAN };
+        if let Some((_, r)) = self.second.filter(|(from, _)| i >= *from) {
+            level *= 1.0 - r;
+        }
         let boot = normal(self.noise.boot_cv).sample(&mut self.rng).exp();
         let it = normal(self.noise.iteration_cv);
         let iterations =

@@ -7,7 +7,7 @@
 //! it never builds, boots or runs git.
 
 use super::lab_settings::LabSettings;
-use super::sequential_test::{EndsComparison, ErrorBudget, Evaluation, VarianceBound};
+use super::sequential_test::{EndsComparison, ErrorBudget, Evaluation, PairComparison, VarianceBound};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -395,12 +395,17 @@ pub enum Phase {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "outcome")]
 pub enum Outcome {
-    /// The first bad commit, confirmed by measuring it and its parent again.
+    /// The first bad commit, confirmed by measuring it and its parent again
+    /// and by a direct test of it against its parent.
     Confirmed {
         /// The first bad commit.
         culprit: String,
         /// Its (first) parent.
         parent: String,
+        /// The direct test of the culprit against its parent: the step and
+        /// its share of the ends' change (absent in states from before it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step: Option<PairComparison>,
     },
     /// The first bad commit as the bisection found it, without confirmation.
     Unconfirmed {
@@ -419,6 +424,16 @@ pub enum Outcome {
         /// Why.
         reason: String,
     },
+}
+
+impl Outcome {
+    /// The culprit it names, and its parent, when it is a confirmed one.
+    pub fn confirmed(&self) -> Option<(&str, &str)> {
+        match self {
+            Outcome::Confirmed { culprit, parent, .. } => Some((culprit, parent)),
+            _ => None,
+        }
+    }
 }
 
 /// The whole state of one bisection.
