@@ -17,6 +17,7 @@ use nix::fcntl::OFlag;
 use nix::mount::{mount, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::signal::{killpg, Signal};
+use nix::sys::wait::WaitStatus;
 use nix::unistd::{chdir, chroot, dup2_stderr, dup2_stdin, dup2_stdout, fork, pipe2, setpgid, ForkResult, Pid};
 use std::ffi::{CStr, CString};
 use std::fs::File;
@@ -24,6 +25,7 @@ use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
@@ -454,6 +456,11 @@ pub fn log_tail(path: &Path, n: usize) -> String {
 /// before it is reaped, so its number is never another process's.
 static RUNNING: Mutex<Vec<Pid>> = Mutex::new(Vec::new());
 
+/// Set by [`kill_running`]: the process is ending, so a command started
+/// after it (the next step of a workload that has not seen the end yet)
+/// is killed as soon as it is listed.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
 fn running() -> std::sync::MutexGuard<'static, Vec<Pid>> {
     // A thread that panicked while holding it left a plain list.
     RUNNING.lock().unwrap_or_else(PoisonError::into_inner)
@@ -464,9 +471,11 @@ fn running() -> std::sync::MutexGuard<'static, Vec<Pid>> {
 /// `bootbench local` on Ctrl-C, where make, in its own group, would
 /// otherwise compile on, keeping the pack's mount and loop device busy.
 /// The callers of [`run`] still reap their commands (and report them as
-/// killed). Returns how many groups were signalled.
+/// killed), and every command started from now on is killed as soon as
+/// it has forked. Returns how many groups were signalled.
 pub fn kill_running() -> usize {
     let groups = running();
+    STOPPING.store(true, Ordering::SeqCst);
     groups.iter().filter(|&&g| killpg(g, Signal::SIGKILL).is_ok()).count()
 }
 
@@ -495,12 +504,24 @@ pub fn run(cmd: &PackCommand) -> Result<Ran, PackError> {
     };
     drop(report_w);
     let _ = setpgid(pid, pid);
-    running().push(pid);
+    {
+        let mut groups = running();
+        if STOPPING.load(Ordering::SeqCst) {
+            let _ = killpg(pid, Signal::SIGKILL);
+        }
+        groups.push(pid);
+    }
     let mut rec = Vec::with_capacity(5);
     let _ = File::from(report_r).read_to_end(&mut rec);
     // Ended but not yet reaped: the group's number is still this one's
     // while it leaves the list.
-    let _ = waitid_ended(pid);
+    let ended = waitid_ended(pid);
+    if !matches!(ended, Ok(WaitStatus::Exited(_, 0))) {
+        // make kills its jobs when it fails; a make killed by a signal
+        // cannot, so whatever is left goes with its process group, while
+        // the group's number is still this one's.
+        let _ = killpg(pid, Signal::SIGKILL);
+    }
     running().retain(|&g| g != pid);
     let reaped = reap::wait_pid(pid);
     let elapsed_s = t0.elapsed().as_secs_f64();
@@ -518,21 +539,19 @@ pub fn run(cmd: &PackCommand) -> Result<Ran, PackError> {
         return Err(PackError::Setup { command, step: step.describe(cmd), source: Errno::from_raw(errno) });
     }
     if !reaped.exit.success() {
-        // make kills its jobs when it fails; a make killed by a signal
-        // cannot, so whatever is left goes with its process group.
-        let _ = killpg(pid, Signal::SIGKILL);
         return Err(failure(cmd, reaped.exit));
     }
     Ok(Ran { elapsed_s, usage: reaped.usage })
 }
 
-/// Waits until `pid` has ended without reaping it (`WNOWAIT`).
-fn waitid_ended(pid: Pid) -> nix::Result<()> {
+/// Waits until `pid` has ended without reaping it (`WNOWAIT`): how it
+/// ended.
+fn waitid_ended(pid: Pid) -> nix::Result<WaitStatus> {
     use nix::sys::wait::{waitid, Id, WaitPidFlag};
     loop {
         match waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
             Err(Errno::EINTR) => {}
-            other => return other.map(drop),
+            other => return other,
         }
     }
 }

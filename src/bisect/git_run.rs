@@ -160,8 +160,54 @@ pub fn run_step(args: &BisectRunArgs) -> anyhow::Result<Verdict> {
     };
     let mut history = GitHistory::without_range(&tree);
     let mut journal = FileJournal::new(&state_path, &artifacts.join("log.jsonl"), false);
-    match Driver::new(&mut state, &mut lab, &mut history, &mut journal).run_single(&head)? {
+    let verdict = Driver::new(&mut state, &mut lab, &mut history, &mut journal).run_single(&head)?;
+    if let Some(notice) = step_rate_notice(&state) {
+        eprintln!("{notice}");
+    }
+    match verdict {
         Ok(v) => Ok(v),
         Err(reason) => bail!("the reference kernels cannot be used: {reason}"),
+    }
+}
+
+/// What `bisect-run` says when the plan has a `--step-rate`: it does not
+/// apply, since `git bisect run` has no confirmation to rest a bound on; each
+/// commit is tested at its share of `--wrong-culprit-rate` instead.
+pub fn step_rate_notice(state: &BisectState) -> Option<String> {
+    let rate = state.plan.step_rate?;
+    let test = state.tests.iter().rfind(|t| t.kind == crate::bisect::state::TestKind::Run)?;
+    Some(format!(
+        "bisect-run: --step-rate {:.1}% does not apply here (git bisect run confirms nothing, so no bound could rest on a confirmation): this commit was tested at α = β = {:.2e}, its share of --wrong-culprit-rate {:.1}% over {} planned steps",
+        100.0 * rate,
+        test.alpha,
+        100.0 * state.plan.wrong_culprit_rate,
+        state.budget.planned_tests
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bisect::journal::MemoryJournal;
+    use crate::bisect::simulate::{LinearHistory, ModelLab, NoiseModel};
+    use crate::bisect::state::Plan;
+
+    #[test]
+    fn bisect_run_says_it_ignores_the_step_rate_and_what_it_tested_at() {
+        let noise = NoiseModel { iteration_cv: 0.06, boot_cv: 0.01, iterations: 5 };
+        let mut history = LinearHistory::new(40);
+        let mut lab = ModelLab::new(40, 25, 0.10, noise, 3);
+        let mut state = BisectState::new(Plan::default(), None, &history.name(0), &history.name(40), 40).unwrap();
+        state.budget.planned_tests = 6;
+        let mut journal = MemoryJournal::default();
+        let commit = history.name(30);
+        let v = Driver::new(&mut state, &mut lab, &mut history, &mut journal).run_single(&commit).unwrap();
+        assert_eq!(v, Ok(Verdict::Bad));
+        let said = step_rate_notice(&state).expect("a notice while --step-rate is set");
+        let alpha = state.budget.per_test(1);
+        assert!(said.contains("--step-rate 3.0% does not apply"), "{said}");
+        assert!(said.contains(&format!("tested at α = β = {alpha:.2e}")) && alpha < 0.03, "{said}");
+        state.plan.step_rate = None;
+        assert_eq!(step_rate_notice(&state), None, "with --step-rate union there is nothing to say");
     }
 }

@@ -52,11 +52,14 @@ pub struct PlanArgs {
     /// Highest rate at which the whole bisection may name a wrong culprit.
     #[arg(long, default_value = "5%")]
     pub wrong_culprit_rate: String,
-    /// Error rate of each bisection step (α = β), e.g. 3%: the confirmation
-    /// at the end guarantees --wrong-culprit-rate (a wrong culprit is only
-    /// confirmed if a confirmation test errs), and a wrong step it catches
-    /// is revised. `union` instead splits --wrong-culprit-rate over every
-    /// test (steps and confirmations), so no test may err: costlier.
+    /// Nominal error rate of each bisection step (α = β), e.g. 3%: the
+    /// confirmation at the end (each commit against the ends, then the
+    /// culprit against its parent) keeps --wrong-culprit-rate, and a wrong
+    /// step it catches is revised. The rate the steps really have (σ
+    /// estimated, ends selected) is what `bisect-sim` prints. `union`
+    /// instead splits --wrong-culprit-rate over every test (steps and
+    /// confirmations): costlier. `bisect-run` has no confirmation and
+    /// ignores it.
     #[arg(long, default_value = "3%")]
     pub step_rate: String,
     /// Candidate boots per step at most; still unsure after them, the step
@@ -83,6 +86,11 @@ pub struct PlanArgs {
     /// One reference boot after this many candidate boots (0: none).
     #[arg(long, default_value_t = 4)]
     pub reference_every: u32,
+    /// Tests compare a candidate with the ends' boots among the last this
+    /// many boots (at least the 4 most recent of each end), so a host that
+    /// drifts overnight moves both alike; 0 takes every boot of the ends.
+    #[arg(long, default_value_t = crate::bisect::state::DEFAULT_REFERENCE_WINDOW)]
+    pub reference_window: u32,
     /// σ used by the sequential test: plugin, or upper:CONFIDENCE.
     #[arg(long, default_value = "upper:0.75")]
     pub variance: String,
@@ -138,6 +146,7 @@ impl PlanArgs {
             reference_cap: self.reference_cap.max(self.reference_boots),
             ends_alpha,
             reference_every: self.reference_every,
+            reference_window: self.reference_window,
             variance: parse_variance(&self.variance)?,
             boot_tries: self.boot_tries.max(1),
             max_revisions: self.max_revisions,

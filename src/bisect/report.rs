@@ -314,6 +314,10 @@ pub fn error_rates(r: &Report) -> String {
     }
     let run = if run.is_empty() { "no test ran yet".to_string() } else { run.join(", ") };
     let bound = match &r.outcome {
+        Some(Outcome::Confirmed { step: None, .. }) if !r.budgeted => format!(
+            "at most {:.1}% wrong culprits rests on the confirmation alone (the steps ran at --step-rate): a commit is confirmed only when it measures bad and its parent good",
+            100.0 * r.wrong_culprit_rate
+        ),
         Some(Outcome::Confirmed { .. }) if r.budgeted => {
             format!("at most {:.1}% wrong culprits (the union of the tests' α)", 100.0 * r.wrong_culprit_rate)
         }

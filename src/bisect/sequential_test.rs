@@ -89,6 +89,12 @@ pub enum SequentialTestError {
         /// Boots needed.
         need: usize,
     },
+    /// One of two commits compared directly has no usable boot.
+    #[error("the {which} of the two commits compared has no usable boot")]
+    NoBoots {
+        /// `earlier` (the parent) or `later` (the culprit).
+        which: &'static str,
+    },
     /// The references are identical in mean: the test cannot tell them apart.
     #[error("the good and bad references have the same mean ({mean}); there is no regression to classify against")]
     NoDifference {
@@ -384,6 +390,7 @@ pub struct PairComparison {
 /// two-sided interval at `confidence`.
 pub fn compare_pair(
     model: &ReferenceModel,
+    variance: VarianceBound,
     earlier: &[f64],
     later: &[f64],
     confidence: f64,
@@ -392,14 +399,15 @@ pub fn compare_pair(
     let l = LogSummary::of("later commit", later)?;
     for (which, s) in [("earlier", &e), ("later", &l)] {
         if s.n < 1 {
-            return Err(SequentialTestError::TooFewReferenceBoots { which, n: s.n, need: 1 });
+            return Err(SequentialTestError::NoBoots { which });
         }
     }
     let delta = model.bad.mean - model.good.mean;
     if delta == 0.0 {
         return Err(SequentialTestError::NoDifference { mean: model.good.mean });
     }
-    let var = model.sigma.powi(2).max(1e-12);
+    // σ bounded as the sequential tests bound it.
+    let var = (model.sigma.powi(2) * variance.factor(model.df)).max(1e-12);
     let log_change = l.mean - e.mean;
     let se = (var * (1.0 / e.n as f64 + 1.0 / l.n as f64)).sqrt();
     let se_ends = (var * (1.0 / model.good.n as f64 + 1.0 / model.bad.n as f64)).sqrt();
@@ -724,7 +732,7 @@ mod tests {
         // Ends 100 and 90 (10 boots each), σ 1% on the log scale.
         let m = model(100.0, 90.0, 0.01);
         let parent = [100.0, 100.0, 100.0];
-        let step = compare_pair(&m, &parent, &[95.0, 95.0, 95.0], 0.95).unwrap();
+        let step = compare_pair(&m, VarianceBound::PlugIn, &parent, &[95.0, 95.0, 95.0], 0.95).unwrap();
         assert!((step.log_change - (95.0f64 / 100.0).ln()).abs() < 1e-12);
         assert!((step.se - 0.01 * (2.0f64 / 3.0).sqrt()).abs() < 1e-12, "{}", step.se);
         let share = (0.95f64).ln() / (0.9f64).ln();
@@ -733,11 +741,22 @@ mod tests {
         // 5.1 standard errors in the ends' direction.
         assert!(step.p_one_sided < 1e-4, "{}", step.p_one_sided);
         // No step: p one half; a step the other way: p near one.
-        let none = compare_pair(&m, &parent, &parent, 0.95).unwrap();
+        let none = compare_pair(&m, VarianceBound::PlugIn, &parent, &parent, 0.95).unwrap();
         assert!((none.p_one_sided - 0.5).abs() < 1e-12 && none.share == 0.0);
-        assert!(compare_pair(&m, &parent, &[105.0, 105.0, 105.0], 0.95).unwrap().p_one_sided > 0.999);
+        assert!(
+            compare_pair(&m, VarianceBound::PlugIn, &parent, &[105.0, 105.0, 105.0], 0.95).unwrap().p_one_sided > 0.999
+        );
+        // A time that rises: the same step the other way round.
+        let t = model(100.0, 110.0, 0.01);
+        let rise = compare_pair(&t, VarianceBound::PlugIn, &parent, &[105.0, 105.0, 105.0], 0.95).unwrap();
+        assert!(rise.log_change > 0.0 && rise.share > 0.0 && rise.p_one_sided < 1e-4, "{rise:?}");
+        assert!(
+            compare_pair(&t, VarianceBound::PlugIn, &parent, &[95.0, 95.0, 95.0], 0.95).unwrap().p_one_sided > 0.999
+        );
+        let e = compare_pair(&t, VarianceBound::PlugIn, &[], &parent, 0.95).unwrap_err().to_string();
+        assert!(e.contains("the earlier of the two commits compared has no usable boot"), "{e}");
         // The whole change: the share's interval holds 1.
-        let all = compare_pair(&m, &parent, &[90.0, 90.0, 90.0], 0.95).unwrap();
+        let all = compare_pair(&m, VarianceBound::PlugIn, &parent, &[90.0, 90.0, 90.0], 0.95).unwrap();
         assert!(all.share_interval.0 < 1.0 && 1.0 < all.share_interval.1, "{:?}", all.share_interval);
     }
 

@@ -2,7 +2,7 @@
 //! a plan and a lab, [`Driver`] run to the end, the tree restored and the
 //! reports written.
 
-use crate::bisect::driver::Driver;
+use crate::bisect::driver::{Driver, DriverError};
 use crate::bisect::history::{git, resolve, GitHistory};
 use crate::bisect::journal::{Event, FileJournal, Journal};
 use crate::bisect::lab::QemuLab;
@@ -230,6 +230,18 @@ fn write_reports(state: &BisectState, prefix: &Path) -> anyhow::Result<String> {
     Ok(text)
 }
 
+/// The bisection stopped on an error with its state saved: `--resume`
+/// continues it once the cause is fixed.
+#[derive(Debug, thiserror::Error)]
+#[error("the bisection stopped; its state is saved: continue with `bootbench bisect --resume --state {}`", state.display())]
+pub struct Stopped {
+    /// The state file.
+    pub state: PathBuf,
+    /// Why it stopped.
+    #[source]
+    pub source: DriverError,
+}
+
 /// Runs (or resumes) the bisection `args` describes to its end, writes the
 /// reports, and returns its outcome (`None`: it ended without one).
 pub fn bisect(args: &BisectArgs) -> anyhow::Result<Option<Outcome>> {
@@ -283,12 +295,9 @@ pub fn bisect(args: &BisectArgs) -> anyhow::Result<Option<Outcome>> {
                 eprintln!("bisect: warning: could not check {head} out again in {}: {e}", settings.tree.display());
             }
         }
-        if let Err(e) = result {
+        if let Err(source) = result {
             let _ = write_reports(&state, &prefix);
-            return Err(anyhow::Error::new(e).context(format!(
-                "the bisection stopped; its state is saved: continue with `bootbench bisect --resume --state {}`",
-                args.state.display()
-            )));
+            return Err(Stopped { state: args.state.clone(), source }.into());
         }
     }
     let text = write_reports(&state, &prefix)?;

@@ -133,6 +133,12 @@ pub struct Plan {
     /// One reference boot (alternating good and bad) after this many
     /// candidate boots; 0 never interleaves.
     pub reference_every: u32,
+    /// Tests compare a candidate with the ends' boots among the last this
+    /// many boots of the bisection (at least the [`NEAR_LEAST`] most recent
+    /// of each end), so a host that drifts overnight shifts both alike; 0
+    /// takes every boot of the ends (states from before it).
+    #[serde(default)]
+    pub reference_window: u32,
     /// Significance the ends must differ at before bisecting.
     pub ends_alpha: f64,
     /// How σ is taken from its estimate.
@@ -160,6 +166,7 @@ impl Default for Plan {
             max_reference_boots: 16,
             reference_cap: 40,
             reference_every: 4,
+            reference_window: DEFAULT_REFERENCE_WINDOW,
             ends_alpha: 0.05,
             variance: VarianceBound::Upper(0.75),
             boot_tries: 2,
@@ -168,6 +175,12 @@ impl Default for Plan {
         }
     }
 }
+
+/// The default [`Plan::reference_window`], in boots.
+pub const DEFAULT_REFERENCE_WINDOW: u32 = 40;
+
+/// Boots of each end a windowed test takes at least: the most recent ones.
+pub const NEAR_LEAST: usize = 4;
 
 /// Why a boot was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -598,6 +611,26 @@ impl BisectState {
     /// Per-boot values of one reference.
     pub fn reference_values(&self, role: Role) -> Vec<f64> {
         self.boots.iter().filter(|b| b.role == role).filter_map(|b| b.value).collect()
+    }
+
+    /// Per-boot values of one reference as a test run now compares them:
+    /// those among the last [`Plan::reference_window`] boots, and at least
+    /// the [`NEAR_LEAST`] most recent ones (every one with no window).
+    pub fn reference_values_near(&self, role: Role) -> Vec<f64> {
+        let window = self.plan.reference_window as usize;
+        if window == 0 {
+            return self.reference_values(role);
+        }
+        let from = self.boots.len().saturating_sub(window);
+        let all: Vec<(usize, f64)> = self
+            .boots
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.role == role)
+            .filter_map(|(i, b)| b.value.map(|v| (i, v)))
+            .collect();
+        let near = all.iter().filter(|(i, _)| *i >= from).count().max(NEAR_LEAST).min(all.len());
+        all.get(all.len() - near..).unwrap_or_default().iter().map(|(_, v)| *v).collect()
     }
 
     /// Per-boot values of test `number`'s candidate.

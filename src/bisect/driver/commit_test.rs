@@ -181,10 +181,13 @@ impl<L: Lab, H: History, J: Journal> Driver<'_, L, H, J> {
         if !matches!(p.policy, StepPolicy::Sequential) {
             return false;
         }
-        let nr = model.good.n.min(model.bad.n) as f64;
-        if nr >= f64::from(p.reference_cap) {
+        // The cap counts every boot of the ends; the test weighs those it
+        // compares with (the recent ones, with a window).
+        let total = [Role::GoodReference, Role::BadReference].map(|r| self.state.reference_values(r).len());
+        if total.iter().min().copied().unwrap_or(0) as f64 >= f64::from(p.reference_cap) {
             return false;
         }
+        let nr = model.good.n.min(model.bad.n) as f64;
         let cap = f64::from(plan.max_boots);
         let var = (model.sigma.powi(2) * plan.variance.factor(model.df)).max(1e-12);
         let delta = model.bad.mean - model.good.mean;
@@ -199,8 +202,8 @@ impl<L: Lab, H: History, J: Journal> Driver<'_, L, H, J> {
                 return Ok(Verdict::Skip);
             };
             let values = self.state.test_values(number);
-            let good = self.state.reference_values(Role::GoodReference);
-            let bad = self.state.reference_values(Role::BadReference);
+            let good = self.state.reference_values_near(Role::GoodReference);
+            let bad = self.state.reference_values_near(Role::BadReference);
             let others = self.state.other_groups(number);
             let others: Vec<&[f64]> = others.iter().map(Vec::as_slice).collect();
             let model = ReferenceModel::estimate(&good, &bad, &others)?;

@@ -73,7 +73,7 @@ pub enum DriverError {
     /// A boot built in another userland pack than the boots before it (the
     /// pack was made again from another lockfile): another compiler or
     /// tree, so its times cannot be set against theirs.
-    #[error("boot {boot} of {commit} ran {workload} in userland pack {got}, but earlier boots of this bisection built in pack {want}: builds with another compiler or tree are never compared. Resume with the pack that started it (bootbench run --pack PATH, or the lockfile it was made from), or start a new bisection")]
+    #[error("boot {boot} of {commit} ran {workload} in userland pack {got}, but earlier boots of this bisection built in pack {want}: builds with another compiler or tree are never compared. Resume with the bootbench that started it (the lockfile built into it makes that pack), or start a new bisection")]
     MixedPacks {
         /// 1-based number of the boot in the bisection.
         boot: usize,
@@ -299,10 +299,14 @@ impl<'a, L: Lab, H: History, J: Journal> Driver<'a, L, H, J> {
     /// they built in one (before it enters the state, so a resume boots
     /// again). Boots of states from before packs were recorded say nothing.
     fn check_same_pack(&self, commit: &str, index: usize, obs: &BootObservation) -> Result<(), DriverError> {
-        if obs.classification != "ok" || obs.iterations.is_empty() {
+        if obs.classification != "ok" {
             return Ok(());
         }
-        let Some(want) = self.state.boots.iter().find_map(|b| b.pack_id.as_deref()) else { return Ok(()) };
+        // Only boots that measured the metric set the pack.
+        let Some(want) = self.state.boots.iter().filter(|b| b.value.is_some()).find_map(|b| b.pack_id.as_deref())
+        else {
+            return Ok(());
+        };
         if obs.pack_id.as_deref() == Some(want) {
             return Ok(());
         }
