@@ -516,7 +516,8 @@ pub fn run(cmd: &PackCommand) -> Result<Ran, PackError> {
     // Ended but not yet reaped: the group's number is still this one's
     // while it leaves the list.
     let ended = waitid_ended(pid);
-    if !matches!(ended, Ok(WaitStatus::Exited(_, 0))) {
+    // Not on an error of waitid: then the number may be another's.
+    if matches!(ended, Ok(s) if s != WaitStatus::Exited(pid, 0)) {
         // make kills its jobs when it fails; a make killed by a signal
         // cannot, so whatever is left goes with its process group, while
         // the group's number is still this one's.

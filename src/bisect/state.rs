@@ -177,7 +177,10 @@ impl Default for Plan {
 }
 
 /// The default [`Plan::reference_window`], in boots.
-pub const DEFAULT_REFERENCE_WINDOW: u32 = 40;
+/// 0, every boot of the ends: a window of 40 keeps the rate of wrong
+/// culprits under overnight drift but, as it interacts with the reference
+/// cap today, costs boots and confirmations on a steady host (README).
+pub const DEFAULT_REFERENCE_WINDOW: u32 = 0;
 
 /// Boots of each end a windowed test takes at least: the most recent ones.
 pub const NEAR_LEAST: usize = 4;
@@ -742,6 +745,55 @@ mod tests {
         for c in ["init_panic", "ok", "qemu_failure", "incomplete", "partial", "no_metric"] {
             assert!(!entry(c).kernel_failed(), "{c}");
         }
+    }
+
+    #[test]
+    fn a_window_takes_the_ends_recent_boots_and_at_least_the_last_few() {
+        let mut s = BisectState::new(Plan { reference_window: 10, ..Plan::default() }, None, "g", "b", 10).unwrap();
+        let boot = |index: usize, role: Role, value: Option<f64>| BootEntry {
+            index,
+            commit: "x".into(),
+            role,
+            test: None,
+            classification: if value.is_some() { "ok".into() } else { "hang".into() },
+            detail: None,
+            value,
+            iterations: vec![],
+            wall_s: 1.0,
+            at: now(),
+            workload_version: None,
+            pack_id: None,
+        };
+        // Boots 0-11: good 1..=6 then bad 1..=6; boots 12-29: candidates,
+        // with good 7 at 20, a failed good boot at 25, bad 7 at 28.
+        for i in 0..30 {
+            let (role, value) = match i {
+                0..=5 => (Role::GoodReference, Some(1.0 + i as f64)),
+                6..=11 => (Role::BadReference, Some(1.0 + (i - 6) as f64)),
+                20 => (Role::GoodReference, Some(7.0)),
+                25 => (Role::GoodReference, None),
+                28 => (Role::BadReference, Some(7.0)),
+                _ => (Role::Candidate, Some(100.0)),
+            };
+            s.boots.push(boot(i, role, value));
+        }
+        // The last 10 boots (20-29) hold good 7 and bad 7; at least the 4
+        // most recent of each end are taken.
+        assert_eq!(s.reference_values_near(Role::GoodReference), [4.0, 5.0, 6.0, 7.0]);
+        assert_eq!(s.reference_values_near(Role::BadReference), [4.0, 5.0, 6.0, 7.0]);
+        s.plan.reference_window = 23;
+        assert_eq!(s.reference_values_near(Role::BadReference), [2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
+        assert_eq!(s.reference_values_near(Role::GoodReference), [4.0, 5.0, 6.0, 7.0]);
+        // No window: every boot, as states from before it.
+        s.plan.reference_window = 0;
+        assert_eq!(s.reference_values_near(Role::GoodReference), s.reference_values(Role::GoodReference));
+        let old: Plan = serde_json::from_value({
+            let mut v = serde_json::to_value(Plan::default()).unwrap();
+            v.as_object_mut().unwrap().remove("reference_window");
+            v
+        })
+        .unwrap();
+        assert_eq!(old.reference_window, 0, "a state from before the window takes every boot");
     }
 
     #[test]

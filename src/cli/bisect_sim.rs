@@ -161,7 +161,7 @@ mod tests {
         assert_eq!(parse_drift("0").unwrap(), 0.0);
         for bad in ["-2%", "x", "--1%", "5%"] {
             let e = parse_drift(bad).unwrap_err().to_string();
-            assert!(e.contains("--drift") && e.contains(bad), "{e}");
+            assert!(e.starts_with(&format!("bad --drift '{bad}': ")), "{e}");
         }
     }
 }
