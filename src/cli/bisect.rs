@@ -23,18 +23,47 @@ pub const EXIT_ABORT: u8 = 128;
 
 /// Runs `bootbench bisect`.
 pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
-    let outcome = match session::bisect(args) {
-        Ok(o) => o,
-        Err(e) if e.downcast_ref::<session::Stopped>().is_some() => {
+    let ended = session::bisect(args);
+    if let Err(e) = &ended {
+        if e.downcast_ref::<session::Stopped>().is_some() {
             eprintln!("bootbench bisect: {e:#}");
-            return Ok(ExitCode::from(EXIT_RESUMABLE));
         }
+    }
+    exit_status(ended).map(ExitCode::from)
+}
+
+/// The exit status of a bisection that ended with `ended`; an error that
+/// is not a saved stop stays an error (status 1).
+pub fn exit_status(ended: anyhow::Result<Option<Outcome>>) -> anyhow::Result<u8> {
+    Ok(match ended {
+        Err(e) if e.downcast_ref::<session::Stopped>().is_some() => EXIT_RESUMABLE,
         Err(e) => return Err(e),
-    };
-    Ok(match outcome {
-        Some(Outcome::Confirmed { .. }) => ExitCode::SUCCESS,
-        Some(Outcome::Unconfirmed { .. } | Outcome::Ambiguous { .. }) => ExitCode::from(EXIT_UNCONFIRMED),
-        Some(Outcome::Failed { .. }) => ExitCode::from(EXIT_GAVE_UP),
-        None => ExitCode::FAILURE,
+        Ok(Some(Outcome::Confirmed { .. })) => 0,
+        Ok(Some(Outcome::Unconfirmed { .. } | Outcome::Ambiguous { .. })) => EXIT_UNCONFIRMED,
+        Ok(Some(Outcome::Failed { .. })) => EXIT_GAVE_UP,
+        Ok(None) => 1,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bisect::driver::DriverError;
+
+    #[test]
+    fn each_ending_has_its_own_exit_status() {
+        let status = |o: Outcome| exit_status(Ok(Some(o))).unwrap();
+        assert_eq!(status(Outcome::Confirmed { culprit: "c".into(), parent: "p".into(), step: None }), 0);
+        assert_eq!(status(Outcome::Unconfirmed { culprit: "c".into(), reason: "r".into() }), EXIT_UNCONFIRMED);
+        assert_eq!(status(Outcome::Ambiguous { candidates: vec![] }), EXIT_UNCONFIRMED);
+        assert_eq!(status(Outcome::Failed { reason: "ends alike".into() }), EXIT_GAVE_UP);
+        // A stop with the state saved, even under added context, is 5.
+        let stopped = anyhow::Error::new(session::Stopped { state: "s.json".into(), source: DriverError::Finished })
+            .context("while bisecting");
+        assert_eq!(exit_status(Err(stopped)).unwrap(), EXIT_RESUMABLE);
+        // Any other error stays an error.
+        assert!(exit_status(Err(anyhow::anyhow!("no such tree"))).is_err());
+        let distinct: std::collections::BTreeSet<u8> = [0, EXIT_UNCONFIRMED, EXIT_GAVE_UP, EXIT_RESUMABLE, 1].into();
+        assert_eq!(distinct.len(), 5, "every ending is told apart");
+    }
 }
