@@ -75,6 +75,17 @@ fn initrd_of(pid: u32) -> Option<PathBuf> {
     args.get(i + 1).map(PathBuf::from)
 }
 
+/// Starts `cmd` as the leader of its own process group (as a shell starts
+/// a foreground job), its stderr piped, nothing on stdin or stdout.
+fn spawn_leader(mut cmd: Command, what: &str) -> Child {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"))
+}
+
 /// Reads `child`'s stderr on a thread: every line goes to the channel.
 fn stderr_lines(child: &mut Child) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
@@ -97,15 +108,9 @@ fn ctrl_c_during_a_run_keeps_exactly_the_finished_boots_in_a_valid_file_and_exit
     let dir = scratch();
     let out = dir.path().join("results.json");
     let t0 = Instant::now();
-    let mut child = bootbench(["run", "--accel", "tcg", "--workloads", "fork", "--iterations", "1", "--warmup", "0"])
-        .args(["--boots", "3", "--append", "bootbench.fork.count=100", "-o"])
-        .arg(&out)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .expect("cannot start bootbench run");
+    let mut run = bootbench(["run", "--accel", "tcg", "--workloads", "fork", "--iterations", "1", "--warmup", "0"]);
+    run.args(["--boots", "3", "--append", "bootbench.fork.count=100", "-o"]).arg(&out);
+    let mut child = spawn_leader(run, "bootbench run");
     let lines = stderr_lines(&mut child);
     let mut said = Vec::new();
     let mut take = |limit: Duration, what: &str, f: &dyn Fn(&str) -> bool| loop {
@@ -213,14 +218,9 @@ fn ctrl_c_during_a_bisection_leaves_a_state_that_resumes_to_the_same_answer() {
     let boots = |p: &Path| BisectState::load(p).map(|s| s.boots.len()).unwrap_or(0);
 
     let t0 = Instant::now();
-    let mut child = Command::new(bootbench_bin())
-        .args(&args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .expect("cannot start bootbench bisect");
+    let mut bisect = Command::new(bootbench_bin());
+    bisect.args(&args);
+    let mut child = spawn_leader(bisect, "bootbench bisect");
     let lines = stderr_lines(&mut child);
     let mut said = Vec::new();
     // Both ends measured: interrupt the bisection in its first step.
@@ -306,10 +306,7 @@ fn process_tree(pid: u32) -> Vec<u32> {
 #[test]
 #[ignore = "needs root and the userland pack (built on first use, networked): run scripts/test"]
 fn ctrl_c_during_a_local_build_kills_make_and_frees_the_pack() {
-    support::require(nix::unistd::geteuid().is_root(), "root (local mounts the pack; mmdebstrap builds it)");
-    for program in ["mmdebstrap", "mke2fs"] {
-        require_program(program);
-    }
+    require_local_pack();
     let dir = scratch();
     let suite = dir.path().join("suite.json");
     // Two timed builds of the quick target at the half job count: the
@@ -319,14 +316,9 @@ fn ctrl_c_during_a_local_build_kills_make_and_frees_the_pack() {
         r#"{"name":"t","workloads":[{"name":"kernbench","iterations":2,"warmup":0,"params":{"target":"quick","jobs":["half"]}}]}"#,
     )
     .unwrap();
-    let mut child = bootbench(["local", "--suite"])
-        .arg(&suite)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .expect("cannot start bootbench local");
+    let mut local = bootbench(["local", "--suite"]);
+    local.arg(&suite);
+    let mut child = spawn_leader(local, "bootbench local");
     let lines = stderr_lines(&mut child);
     let mut said = Vec::new();
     let device = loop {

@@ -131,10 +131,7 @@ fn local_refuses_an_image_that_does_not_mount_naming_it_and_the_mount_point_and_
 #[test]
 #[ignore = "needs root and the userland pack (built on first use, networked): run scripts/test"]
 fn local_runs_a_quick_kernbench_on_this_host_from_the_pack() {
-    support::require(nix::unistd::geteuid().is_root(), "root (local mounts the pack; mmdebstrap builds it)");
-    for program in ["mmdebstrap", "mke2fs"] {
-        require_program(program);
-    }
+    require_local_pack();
     let dir = scratch();
     let suite = dir.path().join("suite.json");
     std::fs::write(&suite, QUICK_OPTIMAL).unwrap();

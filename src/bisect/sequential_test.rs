@@ -395,6 +395,9 @@ pub fn compare_pair(
     later: &[f64],
     confidence: f64,
 ) -> Result<PairComparison, SequentialTestError> {
+    if !(confidence > 0.0 && confidence < 1.0) {
+        return Err(SequentialTestError::BadRate(confidence));
+    }
     let e = LogSummary::of("earlier commit", earlier)?;
     let l = LogSummary::of("later commit", later)?;
     for (which, s) in [("earlier", &e), ("later", &l)] {
@@ -417,9 +420,6 @@ pub fn compare_pair(
     let p_one_sided = 1.0 - t.cdf(toward);
     let share = log_change / delta;
     let se_share = (se.powi(2) + share.powi(2) * se_ends.powi(2)).sqrt() / delta.abs();
-    if !(confidence > 0.0 && confidence < 1.0) {
-        return Err(SequentialTestError::BadRate(confidence));
-    }
     let q = t.inverse_cdf(0.5 + confidence / 2.0);
     Ok(PairComparison {
         log_change,

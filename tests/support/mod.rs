@@ -54,6 +54,17 @@ pub fn require_program(program: &str) {
     require(on_path(program), &format!("program '{program}' not on PATH"));
 }
 
+/// Fails the test unless this host can run `bootbench local` with the
+/// userland pack: root (to mount it; mmdebstrap builds it as root) and
+/// the programs that build it.
+#[track_caller]
+pub fn require_local_pack() {
+    require(nix::unistd::geteuid().is_root(), "root (local mounts the pack; mmdebstrap builds it)");
+    for program in ["mmdebstrap", "mke2fs"] {
+        require_program(program);
+    }
+}
+
 /// The cached default kernel of `arch` (what `bootbench run` boots without
 /// `--kernel`); fails the test when it is not cached or is damaged.
 #[track_caller]
