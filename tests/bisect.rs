@@ -242,3 +242,121 @@ fn git_bisect_run_with_bisect_run_finds_the_commit_that_makes_the_kernel_panic()
     }
     git(&tree, &["bisect", "reset"]);
 }
+
+/// Waits up to `limit` for `path` to exist, failing the test (with `child`'s
+/// status) if `child` ends first.
+fn wait_for_file(path: &Path, child: &mut std::process::Child, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while !path.exists() {
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("bootbench bisect ended ({st}) before {} appeared", path.display());
+        }
+        assert!(Instant::now() < deadline, "{} did not appear in {limit:?}", path.display());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie has no cwd link: it is not working in the tree any more.
+    std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok()
+}
+
+/// A SIGKILL of bootbench (the OOM killer, a lost session) reaches neither
+/// the build, which runs in its own process group, nor the clean-up a
+/// checkout needs: git's `index.lock` and the half-written files stay. Here
+/// the first run is killed inside its first checkout (a `git` on PATH that
+/// takes the lock, writes one file and hangs, as a slow checkout does), and
+/// the second inside its first build; each resume must clean up what the
+/// dead run left and go on. No kernel boots: the build never produces one.
+#[test]
+#[ignore = "builds the appliance image: run scripts/test"]
+fn a_resume_cleans_up_the_checkout_and_the_build_a_killed_bisection_left_in_the_tree() {
+    support::require_program("git");
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    let shas = synthetic_history(&tree, 5);
+    let state = dir.path().join("bisect/state.json");
+    let real_git = String::from_utf8(Command::new("sh").args(["-c", "command -v git"]).output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .to_string();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let checkout_mark = dir.path().join("checkout-started");
+    std::fs::write(
+        bin.join("git"),
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *' checkout --quiet --detach '*)\n  \
+             if [ ! -e '{mark}' ]; then : > '{mark}'; : > \"$2/.git/index.lock\"; echo half > \"$2/version\"; exec sleep 600; fi;;\n\
+             esac\nexec '{real_git}' \"$@\"\n",
+            mark = checkout_mark.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(bin.join("git"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    // The build hangs the first time (writing its pid, its group's id) and
+    // fails after that.
+    let build_pid = dir.path().join("build.pid");
+    let build = format!(
+        "if [ ! -e '{p}' ]; then echo $$ > '{p}.tmp'; mv '{p}.tmp' '{p}'; exec sleep 600; fi; exit 1",
+        p = build_pid.display()
+    );
+    let args = |resume: bool| {
+        let mut a: Vec<String> = ["bisect", "--tree", tree.to_str().unwrap(), "--good", &shas[0], "--bad", &shas[8]]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        a.extend(["--build".into(), build.clone(), "--kernel-image".into(), "out/bzImage".into()]);
+        a.extend(["--state".into(), state.to_str().unwrap().into()]);
+        if resume {
+            a.push("--resume".into());
+        }
+        a
+    };
+    let kill_group = |child: &mut std::process::Child| {
+        nix::sys::signal::killpg(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGKILL)
+            .unwrap();
+        child.wait().unwrap();
+    };
+
+    // 1. Killed inside the checkout of the good end.
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let mut first = Command::new(support::bootbench_bin())
+        .args(args(false))
+        .env("PATH", &path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    wait_for_file(&checkout_mark, &mut first, Duration::from_secs(600));
+    kill_group(&mut first);
+    assert!(tree.join(".git/index.lock").exists(), "the fake checkout left no lock: the test is broken");
+
+    // 2. The resume cleans up the checkout, then is killed inside the build.
+    let stderr_file = dir.path().join("resume-1.stderr");
+    let mut second = Command::new(support::bootbench_bin())
+        .args(args(true))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_file).unwrap())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    wait_for_file(&build_pid, &mut second, Duration::from_secs(300));
+    kill_group(&mut second);
+    let said = std::fs::read_to_string(&stderr_file).unwrap();
+    assert!(said.contains("index.lock") && said.contains("reset the tracked files"), "{said}");
+    let build_group: i32 = std::fs::read_to_string(&build_pid).unwrap().trim().parse().unwrap();
+    assert!(alive(build_group), "the build died with bootbench: the test no longer shows what the lease is for");
+
+    // 3. The next resume kills the orphaned build before building again,
+    // then ends on the good end's failed build with the tree restored.
+    let third = Command::new(support::bootbench_bin()).args(args(true)).output().unwrap();
+    let said = String::from_utf8_lossy(&third.stderr);
+    assert!(said.contains("killed the build"), "{said}");
+    assert!(!said.contains("index.lock"), "{said}");
+    assert!(support::wait_until(Duration::from_secs(5), || !alive(build_group)), "the orphaned build still runs");
+    assert_ne!(third.status.code(), Some(0), "{said}");
+    assert_eq!(git(&tree, &["symbolic-ref", "--short", "HEAD"]), "main", "{said}");
+    assert_eq!(git(&tree, &["status", "--porcelain", "--untracked-files=no"]), "", "{said}");
+}

@@ -9,6 +9,7 @@
 use super::kernel_config::{missing_for_appliance, KernelConfig};
 use super::lab_settings::{BootOptions, LabSettings};
 use super::state::{short, BuildRecord, BuildStatus, Mode};
+use super::tree_lease::{Running, TreeLease, TreeLeaseError};
 use crate::boot::image::{self as boot_image, ImageSpec};
 use crate::boot::options::RunOptions;
 use crate::boot::session::run_boots;
@@ -101,6 +102,9 @@ pub enum LabError {
     /// A commit without a built kernel was asked to boot.
     #[error("commit {0} has no built kernel to boot")]
     NotBuilt(String),
+    /// What runs in the tree could not be recorded.
+    #[error(transparent)]
+    Lease(#[from] TreeLeaseError),
 }
 
 /// What one boot gave.
@@ -230,6 +234,7 @@ pub struct QemuLab {
     metric: Option<(String, String)>,
     arch: qemu::Arch,
     initramfs: PathBuf,
+    lease: TreeLease,
 }
 
 impl QemuLab {
@@ -264,7 +269,8 @@ impl QemuLab {
                 path
             }
         };
-        Ok(QemuLab { settings: settings.clone(), mode, metric, arch, initramfs })
+        let lease = TreeLease::new(&settings.artifacts, &settings.tree);
+        Ok(QemuLab { settings: settings.clone(), mode, metric, arch, initramfs, lease })
     }
 
     /// The settings (with the initramfs filled in).
@@ -366,11 +372,15 @@ impl QemuLab {
                 .args(["checkout", "--quiet", "--detach", commit])
                 .output()
         };
+        // Written before git starts: a kill at any moment of the checkout
+        // leaves the lease, and the resume removes git's stale index lock.
+        let held = self.lease.hold(Running::Checkout)?;
         let out = crate::interrupt::critical(git).map_err(|source| LabError::Io {
             what: "run git in",
             path: self.settings.tree.clone(),
             source,
         })?;
+        held.end()?;
         if !out.status.success() {
             return Err(LabError::Checkout {
                 tree: self.settings.tree.clone(),
@@ -409,6 +419,16 @@ impl QemuLab {
         let _kill_on_interrupt = crate::interrupt::on_interrupt(move || {
             let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
         });
+        // Nor does a SIGKILL of bootbench reach it: the lease lets the
+        // resume kill a build the stopped run left behind.
+        let _lease = match self.lease.hold(Running::Build { pgid: pgid.as_raw() }) {
+            Ok(held) => held,
+            Err(e) => {
+                let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+                let _ = child.wait();
+                return Err(e.into());
+            }
+        };
         let limit = Duration::from_secs(self.settings.build_timeout_s);
         let t0 = Instant::now();
         let status = loop {

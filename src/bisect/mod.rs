@@ -20,6 +20,8 @@
 //! - [`options`]: the statistical plan as options, shared by the commands.
 //! - [`session`]: a whole bisection run (`bootbench bisect`).
 //! - [`git_run`]: one step for `git bisect run` (`bootbench bisect-run`).
+//! - [`tree_lease`]: what runs in the tree, so a resume after a kill cleans
+//!   up (git's index lock, an orphaned build); the state's exclusive lock.
 //!
 //! This module never runs `git bisect` itself (its verdicts live in its own
 //! state) and never changes anything outside the tree it bisects and its
@@ -38,3 +40,4 @@ pub mod sequential_test;
 pub mod session;
 pub mod simulate;
 pub mod state;
+pub mod tree_lease;

@@ -10,8 +10,14 @@ use crate::bisect::lab_settings::{BootOptions, LabSettings};
 use crate::bisect::options::PlanArgs;
 use crate::bisect::report;
 use crate::bisect::state::{BisectState, Outcome, Phase};
+use crate::bisect::tree_lease::{StateLock, TreeLease};
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long a resume waits for a git process of the stopped run that still
+/// works in the tree (a checkout takes seconds even on a large tree).
+const GIT_WAIT: Duration = Duration::from_secs(30);
 
 /// Options of `bootbench bisect`.
 #[derive(Debug, Clone, clap::Args)]
@@ -245,6 +251,13 @@ pub struct Stopped {
 /// Runs (or resumes) the bisection `args` describes to its end, writes the
 /// reports, and returns its outcome (`None`: it ended without one).
 pub fn bisect(args: &BisectArgs) -> anyhow::Result<Option<Outcome>> {
+    let state_path = absolute(&args.state)?;
+    if let Some(dir) = state_path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    // Held to the end: no other run shares this state or its tree, and the
+    // run that wrote the tree's lease is gone.
+    let _lock = StateLock::take(&state_path)?;
     let mut state = if args.resume {
         let s = BisectState::load(&args.state)?;
         check_resume_args(args, &s)?;
@@ -252,9 +265,11 @@ pub fn bisect(args: &BisectArgs) -> anyhow::Result<Option<Outcome>> {
     } else {
         start(args)?
     };
-    let state_path = absolute(&args.state)?;
     let mut settings = state.lab.clone().context("the state has no lab settings")?;
     let dir = settings.artifacts.clone();
+    for done in TreeLease::new(&dir, &settings.tree).recover(GIT_WAIT)? {
+        eprintln!("bisect: {done}");
+    }
     let mut journal = FileJournal::new(&state_path, &dir.join("log.jsonl"), false);
     let prefix = args.output.clone().unwrap_or_else(|| dir.join("report"));
     crate::interrupt::install()?;
