@@ -97,6 +97,10 @@ fn bisect_names_and_confirms_the_commit_that_slows_fork_and_resumes_after_a_kill
         "400",
         "--timeout-total",
         "900",
+        // One change is planted: the search for others is the simulation's
+        // and the unit tests' (a false split would only add boots here).
+        "--max-changes",
+        "1",
         "--state",
         state.to_str().unwrap(),
         "-o",

@@ -30,6 +30,15 @@ use serde_json::json;
 pub use recording::{Driver, DriverError};
 pub use wording::{explain, fmt_value};
 
+/// The level at which a step that measured between the ends splits the
+/// range (both one-sided tests at once). A false split costs boots, not a
+/// wrong answer: the side without a change shows its ends alike. Measured
+/// with `bisect-sim` (100 commits, one 5% regression, per-boot CV 2.9%,
+/// 300 runs): at 5% a quarter of single-regression bisections split for
+/// nothing (+10 boots each on average); at 1% about 2%, while two 5%
+/// regressions are both found about as often.
+pub const SPLIT_ALPHA: f64 = 0.01;
+
 /// Boots added to each end between two looks at whether the ends differ.
 const ENDS_STEP: u32 = 2;
 
@@ -87,6 +96,11 @@ impl<L: Lab, H: History, J: Journal> Driver<'_, L, H, J> {
             Outcome::Unconfirmed { culprit, reason } => {
                 format!("first bad commit {} (NOT confirmed: {reason})", self.state.describe(culprit))
             }
+            Outcome::Split { at, position, p_value } => format!(
+                "{} measured between the ends ({:.0}% of the way from good to bad, p = {p_value:.2e}): the range holds more than one change; each side of it is bisected on its own",
+                self.state.describe(at),
+                100.0 * position
+            ),
             Outcome::Ambiguous { candidates } => format!(
                 "only skipped commits are left; the first bad commit is one of: {}",
                 candidates.iter().map(|c| short(c)).collect::<Vec<_>>().join(" ")
@@ -239,6 +253,9 @@ impl<L: Lab, H: History, J: Journal> Driver<'_, L, H, J> {
 
     /// One bisection step.
     fn bisect_step(&mut self) -> Result<(), DriverError> {
+        if let Some(split) = self.split_at() {
+            return self.finish(split);
+        }
         let bad = self.state.current_bad();
         let goods = self.state.goods();
         let skipped = self.state.skipped();
@@ -317,6 +334,22 @@ impl<L: Lab, H: History, J: Journal> Driver<'_, L, H, J> {
                 Ok(())
             }
         }
+    }
+
+    /// The split of the range at the latest step, when that step measured
+    /// between the ends at [`SPLIT_ALPHA`] and more than one change is
+    /// looked for (perf mode, with confirmation): the bisection against
+    /// these ends cannot go on, as commits between two changes measure
+    /// like neither end.
+    fn split_at(&self) -> Option<Outcome> {
+        let p = &self.state.plan;
+        if p.mode != Mode::Perf || !p.confirm || p.max_changes < 2 || p.policy != StepPolicy::Sequential {
+            return None;
+        }
+        let t = self.state.tests.iter().rfind(|t| t.kind == TestKind::Step && t.verdict.is_some())?;
+        let e = t.evidence?;
+        let p_value = e.p_between.filter(|q| *q < SPLIT_ALPHA)?;
+        Some(Outcome::Split { at: t.commit.clone(), position: e.position.unwrap_or(f64::NAN), p_value })
     }
 
     /// Number of the latest test that ended a bisection phase, so a
@@ -633,7 +666,8 @@ mod tests {
             let mut history = LinearHistory::new(40);
             let mut lab = ModelLab::new(40, a, first, noise(), picker.random_range(0..u64::MAX));
             lab.second = Some((b, second));
-            let (_, outcome) = run(&mut lab, &mut history, Plan::default());
+            // One change looked for: no split, the direct test is the guard.
+            let (_, outcome) = run(&mut lab, &mut history, Plan { max_changes: 1, ..Plan::default() });
             if let Some((culprit, _)) = outcome.confirmed() {
                 if culprit == history.name(a) || culprit == history.name(b) {
                     right += 1;

@@ -18,6 +18,8 @@
 //! - [`simulate`]: synthetic histories for `bootbench bisect-sim`.
 //! - [`lab_settings`]: what the lab is, as data the state keeps.
 //! - [`options`]: the statistical plan as options, shared by the commands.
+//! - [`changes`]: after a culprit that carries only part of the change,
+//!   which sides of it to bisect for the rest, and every change found.
 //! - [`session`]: a whole bisection run (`bootbench bisect`).
 //! - [`git_run`]: one step for `git bisect run` (`bootbench bisect-run`).
 //! - [`tree_lease`]: what runs in the tree, so a resume after a kill cleans
@@ -27,6 +29,7 @@
 //! state) and never changes anything outside the tree it bisects and its
 //! artifacts directory.
 
+pub mod changes;
 pub mod driver;
 pub mod git_run;
 pub mod history;

@@ -98,6 +98,14 @@ pub struct PlanArgs {
     /// from the corrected bound) before the culprit is reported unconfirmed.
     #[arg(long, default_value_t = 2)]
     pub max_revisions: u32,
+    /// Changes to find at most. A confirmed culprit that carries
+    /// significantly less (or more) than the ends' whole change leaves the
+    /// rest before its parent or after it; those sides are bisected with
+    /// their own ends for the other changes, and every change found is
+    /// reported with its share. 1 stops at the first; `bisect-run` (one
+    /// step for `git bisect`) ignores it.
+    #[arg(long, default_value_t = crate::bisect::changes::DEFAULT_MAX_CHANGES)]
+    pub max_changes: u32,
     /// perf (a metric) or boot (good boots, bad panics or hangs).
     #[arg(long, default_value = "perf")]
     pub mode: Mode,
@@ -114,6 +122,9 @@ impl PlanArgs {
         }
         if self.reference_boots < 2 {
             bail!("--reference-boots must be at least 2 (the spread of the ends is estimated from them)");
+        }
+        if self.max_changes == 0 {
+            bail!("--max-changes must be at least 1 (the first change)");
         }
         let rate = parse_fraction("--wrong-culprit-rate", &self.wrong_culprit_rate)?;
         let ends_alpha = parse_fraction("--ends-alpha", &self.ends_alpha)?;
@@ -150,6 +161,7 @@ impl PlanArgs {
             variance: parse_variance(&self.variance)?,
             boot_tries: self.boot_tries.max(1),
             max_revisions: self.max_revisions,
+            max_changes: self.max_changes,
             ..Plan::default()
         })
     }

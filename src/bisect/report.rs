@@ -4,6 +4,7 @@
 //! the metric along the bisection path and the range narrowing step by
 //! step. This module only reads the state; it never changes it.
 
+use super::changes::{found_changes, Searched};
 use super::driver::fmt_value;
 use super::state::{short, BisectState, Mode, Outcome, Role, TestKind, Verdict};
 use plotters::prelude::*;
@@ -137,6 +138,49 @@ pub struct Report {
     pub started_at: String,
     /// When the state was last written.
     pub updated_at: String,
+    /// Every change confirmed in the range, in range order: the first
+    /// bisection's culprit and those the searches of its sides confirmed
+    /// (empty until [`with_searches`] adds them).
+    pub changes: Vec<ChangeSummary>,
+    /// The sides searched for the rest of the change, in the order run.
+    pub searches: Vec<SearchSummary>,
+}
+
+/// One change confirmed in the range.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChangeSummary {
+    /// The commit that makes it.
+    pub commit: CommitSummary,
+    /// Its parent.
+    pub parent: String,
+    /// What it changes against its parent, in %.
+    pub change_pct: f64,
+    /// One-sided p of the direct test against the parent.
+    pub p_one_sided: f64,
+    /// Its share of the change between the range's ends (ln scale).
+    pub share: f64,
+    /// The share's interval.
+    pub share_interval: (f64, f64),
+    /// The interval's confidence.
+    pub confidence: f64,
+}
+
+/// One side searched for the rest of the change.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchSummary {
+    /// Its good end.
+    pub good: String,
+    /// Its bad end.
+    pub bad: String,
+    /// Two-sided p of "this side's ends measured alike" in the bisection
+    /// it came from (what sent the search there; none: not testable).
+    pub evidence_p: Option<f64>,
+    /// How its bisection ended (`None`: still running).
+    pub outcome: Option<Outcome>,
+    /// bad/good − 1 of its ends, in %.
+    pub change_pct: Option<f64>,
+    /// Boots it took.
+    pub boots: usize,
 }
 
 fn commit(state: &BisectState, sha: &str) -> CommitSummary {
@@ -217,7 +261,43 @@ pub fn build(state: &BisectState) -> Report {
         boot_seconds: state.boots.iter().map(|b| b.wall_s).sum(),
         started_at: state.started_at.clone(),
         updated_at: state.updated_at.clone(),
+        changes: Vec::new(),
+        searches: Vec::new(),
     }
+}
+
+/// Adds the search for the range's other changes to `r`, the report of
+/// `root`: every confirmed change with its share of `root`'s whole change,
+/// and each side searched.
+pub fn with_searches(r: &mut Report, root: &BisectState, searched: &[Searched]) {
+    let all: Vec<&BisectState> = std::iter::once(root).chain(searched.iter().map(|s| &s.state)).collect();
+    let position = |sha: &str| all.iter().find_map(|s| s.commits.get(sha).and_then(|c| c.position));
+    r.changes = found_changes(root, searched, position)
+        .into_iter()
+        .map(|c| {
+            let known = all.iter().find(|s| s.commits.contains_key(&c.culprit)).copied().unwrap_or(root);
+            ChangeSummary {
+                commit: commit(known, &c.culprit),
+                parent: c.parent,
+                change_pct: c.change_pct,
+                p_one_sided: c.p_one_sided,
+                share: c.share,
+                share_interval: c.share_interval,
+                confidence: c.confidence,
+            }
+        })
+        .collect();
+    r.searches = searched
+        .iter()
+        .map(|s| SearchSummary {
+            good: s.why.side.good.clone(),
+            bad: s.why.side.bad.clone(),
+            evidence_p: s.why.p_value,
+            outcome: s.state.outcome.clone(),
+            change_pct: s.state.ends.map(|e| 100.0 * (e.ratio - 1.0)),
+            boots: s.state.boots.len(),
+        })
+        .collect();
 }
 
 fn kind_name(k: TestKind) -> &'static str {
@@ -249,7 +329,10 @@ pub fn headline(r: &Report) -> String {
             let direct = match step {
                 Some(s) => {
                     let (lo, hi) = s.share_interval;
-                    let part = if hi < 1.0 {
+                    let part = if !r.searches.is_empty() {
+                        "; it carries only part of the ends' change: the range's other changes are listed below"
+                            .to_string()
+                    } else if hi < 1.0 {
                         format!(
                             "; it carries only part of the ends' change, so the range holds another change: bisect from {} to the bad end, or from the good end to {}, again",
                             short(culprit),
@@ -279,6 +362,12 @@ pub fn headline(r: &Report) -> String {
         Some(Outcome::Unconfirmed { culprit, reason }) => {
             format!("first bad commit: {}; NOT confirmed: {reason}", name(culprit))
         }
+        Some(Outcome::Split { at, position, p_value }) => format!(
+            "more than one change: {} measured between the ends ({:.0}% of the way from good to bad, p = {p_value:.2e}), so each side of it was bisected on its own{}",
+            name(at),
+            100.0 * position,
+            if r.searches.is_empty() { " (not yet)" } else { ": the changes are listed below" }
+        ),
         Some(Outcome::Ambiguous { candidates }) => format!(
             "no single culprit: only skipped commits are left; the first bad commit is one of {}",
             candidates.iter().map(|c| short(c)).collect::<Vec<_>>().join(", ")
@@ -325,10 +414,23 @@ pub fn error_rates(r: &Report) -> String {
             "at most {:.1}% wrong culprits rests on the confirmation alone (the steps ran at --step-rate): a commit is confirmed only when it measures bad, its parent good, and it is worse than its parent in a direct test",
             100.0 * r.wrong_culprit_rate
         ),
+        Some(Outcome::Split { .. }) if !r.changes.is_empty() => format!(
+            "each change listed was confirmed as a first culprit is, at most {:.1}% wrong each (at most {:.1}% that any of the {} is)",
+            100.0 * r.wrong_culprit_rate,
+            100.0 * r.wrong_culprit_rate * r.changes.len() as f64,
+            r.changes.len()
+        ),
         Some(_) => "no bound on wrong culprits applies: no culprit was confirmed".to_string(),
         None => format!("budget: at most {:.1}% wrong culprits if a culprit is confirmed", 100.0 * r.wrong_culprit_rate),
     };
-    format!("error rates as run: {run}; {bound}")
+    let others = match (&r.outcome, r.changes.len()) {
+        (Some(Outcome::Confirmed { .. }), n) if n > 1 => format!(
+            "; each other change listed has the same bound of its own (at most {:.1}% that any of the {n} is wrong)",
+            100.0 * r.wrong_culprit_rate * n as f64
+        ),
+        _ => String::new(),
+    };
+    format!("error rates as run: {run}; {bound}{others}")
 }
 
 /// The text report.
@@ -375,6 +477,55 @@ pub fn render_text(r: &Report) -> String {
         duration(r.boot_seconds)
     );
     let _ = writeln!(out, "{}", error_rates(r));
+    if !r.searches.is_empty() {
+        let _ = writeln!(
+            out,
+            "changes in the range: {} (each against its parent, and its share of the ends' whole change):",
+            r.changes.len()
+        );
+        for c in &r.changes {
+            let (lo, hi) = c.share_interval;
+            let subject =
+                if c.commit.subject.is_empty() { String::new() } else { format!(" \"{}\"", c.commit.subject) };
+            let _ = writeln!(
+                out,
+                "  {}{subject}: {:+.2}% against its parent {} (one-sided p = {:.2e}); {:.0}% of the change ({:.0}% interval {:.0}% to {:.0}%)",
+                short(&c.commit.sha),
+                c.change_pct,
+                short(&c.parent),
+                c.p_one_sided,
+                100.0 * c.share,
+                100.0 * c.confidence,
+                100.0 * lo,
+                100.0 * hi
+            );
+        }
+        let boots: usize = r.searches.iter().map(|s| s.boots).sum();
+        let _ = writeln!(out, "searched for the rest of the change: {} side(s), {boots} boots more", r.searches.len());
+        for s in &r.searches {
+            let found = match &s.outcome {
+                Some(Outcome::Confirmed { culprit, .. }) => format!("found {}", short(culprit)),
+                Some(Outcome::Unconfirmed { culprit, reason }) => {
+                    format!("named {} but did not confirm it: {reason}", short(culprit))
+                }
+                Some(Outcome::Split { at, .. }) => format!("split again at {}", short(at)),
+                Some(Outcome::Ambiguous { candidates }) => format!(
+                    "no single commit: one of {}",
+                    candidates.iter().map(|c| short(c)).collect::<Vec<_>>().join(", ")
+                ),
+                Some(Outcome::Failed { reason }) => format!("nothing found: {reason}"),
+                None => "still running".into(),
+            };
+            let _ = writeln!(
+                out,
+                "  {}..{} ({} boots{}): {found}",
+                short(&s.good),
+                short(&s.bad),
+                s.boots,
+                s.evidence_p.map(|p| format!(", sent there at p = {p:.2e}")).unwrap_or_default()
+            );
+        }
+    }
     for t in r.tests.iter().filter(|t| t.between_ends.is_some()) {
         let _ = writeln!(
             out,
@@ -693,6 +844,31 @@ mod tests {
         assert!(error_rates(&r).ends_with("no bound on wrong culprits applies: no culprit was confirmed"));
         r.outcome = Some(Outcome::Ambiguous { candidates: vec!["c1".into()] });
         assert!(error_rates(&r).ends_with("no bound on wrong culprits applies: no culprit was confirmed"));
+    }
+
+    #[test]
+    fn a_split_range_reports_every_change_with_its_share_and_each_side_searched() {
+        let (root, searched, _) = crate::bisect::changes::tests::bisect(10, 0.10, Some((30, 0.10)), 1);
+        assert!(matches!(root.outcome, Some(Outcome::Split { .. })), "{:?}", root.outcome);
+        let mut r = build(&root);
+        with_searches(&mut r, &root, &searched);
+        let text = render_text(&r);
+        assert!(text.contains("more than one change: c0000020"), "{text}");
+        assert!(text.contains("changes in the range: 2"), "{text}");
+        let line = |c: &str| text.lines().find(|l| l.starts_with(&format!("  {c}"))).unwrap_or_default().to_string();
+        for c in ["c0000010", "c0000030"] {
+            assert!(line(c).contains("against its parent") && line(c).contains("% of the change"), "{c}: {text}");
+        }
+        assert!(text.contains(&format!("searched for the rest of the change: {} side(s)", searched.len())), "{text}");
+        assert!(text.contains("c0000000..c0000020") && text.contains("c0000020..c0000040"), "{text}");
+        assert!(error_rates(&r).contains("each change listed was confirmed"), "{}", error_rates(&r));
+        let json: serde_json::Value = serde_json::from_str(&render_json(&r).unwrap()).unwrap();
+        assert_eq!(json["outcome"]["outcome"], "split");
+        assert_eq!(json["changes"].as_array().unwrap().len(), 2);
+        assert_eq!(json["changes"][0]["commit"]["sha"], "c0000010");
+        let share = json["changes"][1]["share"].as_f64().unwrap();
+        assert!((0.3..0.7).contains(&share), "{share}");
+        assert_eq!(json["searches"].as_array().unwrap().len(), searched.len());
     }
 
     #[test]

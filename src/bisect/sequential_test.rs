@@ -350,6 +350,12 @@ pub struct Evaluation {
     /// change, or the change is not a step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p_like_end: Option<f64>,
+    /// After the test ended (decided or unsure): the p-value of "the
+    /// candidate lies between the ends" (both one-sided tests, past the
+    /// good end and short of the bad one, at once). Small: the range holds
+    /// more than one change, on either side of this commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_between: Option<f64>,
 }
 
 impl Evaluation {
@@ -480,6 +486,22 @@ pub fn evaluate(model: &ReferenceModel, plan: &TestPlan, candidate: &[f64]) -> R
         (Decision::Bad, Some(m)) => like_end(m, &model.bad),
         _ => None,
     };
+    // Between the ends: past the good end toward the bad one, and short of
+    // the bad end, each one-sided; both must hold, so the larger p is the
+    // test's (an intersection-union test: no correction for the two).
+    let p_between = match candidate_log_mean {
+        Some(m) if decision != Decision::Continue && delta != 0.0 => {
+            let toward = delta.signum();
+            let one_sided = |from: &LogSummary, d: f64| {
+                let se = (model.sigma.powi(2).max(1e-12) * (1.0 / n as f64 + 1.0 / from.n as f64)).sqrt();
+                StudentsT::new(0.0, 1.0, model.df.max(1) as f64).ok().map(|t| 1.0 - t.cdf(d / se))
+            };
+            let past_good = one_sided(&model.good, (m - model.good.mean) * toward);
+            let short_of_bad = one_sided(&model.bad, (model.bad.mean - m) * toward);
+            past_good.zip(short_of_bad).map(|(a, b)| a.max(b))
+        }
+        _ => None,
+    };
     Ok(Evaluation {
         decision,
         n,
@@ -491,6 +513,7 @@ pub fn evaluate(model: &ReferenceModel, plan: &TestPlan, candidate: &[f64]) -> R
         sigma_used: var.sqrt(),
         model: *model,
         p_like_end,
+        p_between,
     })
 }
 

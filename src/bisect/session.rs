@@ -2,6 +2,7 @@
 //! a plan and a lab, [`Driver`] run to the end, the tree restored and the
 //! reports written.
 
+use crate::bisect::changes;
 use crate::bisect::driver::{Driver, DriverError};
 use crate::bisect::history::{git, resolve, GitHistory};
 use crate::bisect::journal::{Event, FileJournal, Journal};
@@ -218,8 +219,9 @@ fn interrupted_says_how_to_resume(
     })
 }
 
-fn write_reports(state: &BisectState, prefix: &Path) -> anyhow::Result<String> {
-    let r = report::build(state);
+fn write_reports(state: &BisectState, searched: &[changes::Searched], prefix: &Path) -> anyhow::Result<String> {
+    let mut r = report::build(state);
+    report::with_searches(&mut r, state, searched);
     let text = report::render_text(&r);
     let with = |ext: &str| {
         let mut p = prefix.as_os_str().to_owned();
@@ -248,9 +250,41 @@ pub struct Stopped {
     pub source: DriverError,
 }
 
-/// Runs (or resumes) the bisection `args` describes to its end, writes the
-/// reports, and returns its outcome (`None`: it ended without one).
-pub fn bisect(args: &BisectArgs) -> anyhow::Result<Option<Outcome>> {
+/// How a whole bisection ended: the first bisection's outcome and what
+/// the searches of the range's other changes gave.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ended {
+    /// The first bisection's outcome (`None`: it ended without one).
+    pub outcome: Option<Outcome>,
+    /// Changes confirmed in all (the first culprit included).
+    pub changes_confirmed: usize,
+    /// Sides searched that named no confirmed commit and did not show
+    /// their ends alike: unconfirmed, ambiguous, or split again with no
+    /// search left.
+    pub sides_open: usize,
+}
+
+impl Ended {
+    /// Sums up `root` and its searches.
+    pub fn of(root: &BisectState, searched: &[changes::Searched]) -> Ended {
+        let confirmed = |s: &BisectState| matches!(s.outcome, Some(Outcome::Confirmed { .. }));
+        let open = |s: &BisectState| {
+            matches!(s.outcome, Some(Outcome::Unconfirmed { .. } | Outcome::Ambiguous { .. } | Outcome::Split { .. }))
+        };
+        let split_searched = |s: &BisectState| matches!(&s.outcome, Some(Outcome::Split { at, .. }) if searched.iter().any(|x| x.why.side.good == *at || x.why.side.bad == *at));
+        Ended {
+            outcome: root.outcome.clone(),
+            changes_confirmed: usize::from(confirmed(root)) + searched.iter().filter(|s| confirmed(&s.state)).count(),
+            sides_open: searched.iter().filter(|s| open(&s.state) && !split_searched(&s.state)).count(),
+        }
+    }
+}
+
+/// Runs (or resumes) the bisection `args` describes to its end, searches
+/// the range for its other changes where the first bisection found only
+/// part of the change or split ([`changes`]), writes the reports, and says
+/// how it ended.
+pub fn bisect(args: &BisectArgs) -> anyhow::Result<Ended> {
     let state_path = absolute(&args.state)?;
     if let Some(dir) = state_path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -265,7 +299,7 @@ pub fn bisect(args: &BisectArgs) -> anyhow::Result<Option<Outcome>> {
     } else {
         start(args)?
     };
-    let mut settings = state.lab.clone().context("the state has no lab settings")?;
+    let settings = state.lab.clone().context("the state has no lab settings")?;
     let dir = settings.artifacts.clone();
     for done in TreeLease::new(&dir, &settings.tree).recover(GIT_WAIT)? {
         eprintln!("bisect: {done}");
@@ -274,10 +308,8 @@ pub fn bisect(args: &BisectArgs) -> anyhow::Result<Option<Outcome>> {
     let prefix = args.output.clone().unwrap_or_else(|| dir.join("report"));
     crate::interrupt::install()?;
     let _interrupt = interrupted_says_how_to_resume(&state_path, &args.state, &journal, &settings.tree, &state);
+    let mut lab = None;
     if state.phase != Phase::Finished {
-        let mut lab = QemuLab::open(&mut settings, state.plan.mode, &state.plan.metric)?;
-        state.lab = Some(settings.clone());
-        let mut history = GitHistory::open(&settings.tree, &state.good, &state.bad, settings.first_parent)?;
         let message = if args.resume {
             format!(
                 "resuming {} ({} boots, {} tests so far)",
@@ -302,21 +334,121 @@ pub fn bisect(args: &BisectArgs) -> anyhow::Result<Option<Outcome>> {
             message,
             serde_json::Value::Null,
         ))?;
-        let result = Driver::new(&mut state, &mut lab, &mut history, &mut journal).run();
-        // Put the tree back as it was, finished or not (a resume checks out
-        // again whatever it needs).
-        if let Some(head) = &state.original_head {
-            if let Err(e) = git(&settings.tree, &["checkout", "--quiet", head]) {
-                eprintln!("bisect: warning: could not check {head} out again in {}: {e}", settings.tree.display());
-            }
-        }
-        if let Err(source) = result {
-            let _ = write_reports(&state, &prefix);
+        if let Err(source) = run_to_end(&mut state, &settings, &mut lab, &mut journal) {
+            let _ = write_reports(&state, &[], &prefix);
             return Err(Stopped { state: args.state.clone(), source }.into());
         }
     }
-    let text = write_reports(&state, &prefix)?;
+    let searched = changes::search(&state, |from, side| {
+        let path = side_state_path(&state_path, side);
+        let mut journal = FileJournal::new(&path, &dir.join("log.jsonl"), false);
+        let mut side_state = if path.exists() {
+            BisectState::load(&path)?
+        } else {
+            let lab_settings = from.lab.as_ref().context("the state has no lab settings")?;
+            let n =
+                GitHistory::open(&lab_settings.tree, &side.good, &side.bad, lab_settings.first_parent)?.range_commits();
+            let mut s = changes::side_state(from, side, n)?;
+            s.save(&path)?;
+            journal.event(Event::new(
+                "side",
+                None,
+                format!(
+                    "{} carries only part of the change: bisecting {}..{} ({n} commits) for the rest (state {})",
+                    from.outcome.as_ref().and_then(|o| o.confirmed()).map_or("the culprit", |(c, _)| short_of(c)),
+                    short_of(&side.good),
+                    short_of(&side.bad),
+                    path.display()
+                ),
+                serde_json::to_value(side).unwrap_or_default(),
+            ))?;
+            s
+        };
+        if side_state.phase != Phase::Finished {
+            if let Err(source) = run_to_end(&mut side_state, &settings, &mut lab, &mut journal) {
+                return Err(anyhow::Error::from(Stopped { state: args.state.clone(), source }));
+            }
+        }
+        Ok(side_state)
+    });
+    let searched = match searched {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = write_reports(&state, &[], &prefix);
+            return Err(e);
+        }
+    };
+    let text = write_reports(&state, &searched, &prefix)?;
     print!("{text}");
     eprintln!("bisect: reports {}.{{txt,json,html}}; log {}", prefix.display(), journal.log_path().display());
-    Ok(state.outcome)
+    Ok(Ended::of(&state, &searched))
+}
+
+fn short_of(sha: &str) -> &str {
+    &sha[..12.min(sha.len())]
+}
+
+/// Where the bisection of `side` keeps its state: beside the first one,
+/// named by the side's ends, so a resume finds it again.
+pub fn side_state_path(state_path: &Path, side: &changes::Side) -> PathBuf {
+    let stem = state_path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "state".into());
+    state_path.with_file_name(format!("{stem}.side-{}-{}.json", short_of(&side.good), short_of(&side.bad)))
+}
+
+/// Runs `state`'s bisection to its end with the QEMU lab (opened on first
+/// use), then puts the tree back as it was, finished or not (a resume
+/// checks out again whatever it needs).
+fn run_to_end(
+    state: &mut BisectState,
+    settings: &LabSettings,
+    lab: &mut Option<QemuLab>,
+    journal: &mut FileJournal,
+) -> Result<(), DriverError> {
+    let lab = match lab {
+        Some(lab) => lab,
+        None => {
+            let mut settings = settings.clone();
+            lab.insert(QemuLab::open(&mut settings, state.plan.mode, &state.plan.metric)?)
+        }
+    };
+    state.lab = Some(lab.settings().clone());
+    let mut history = GitHistory::open(&settings.tree, &state.good, &state.bad, settings.first_parent)?;
+    let result = Driver::new(state, lab, &mut history, journal).run();
+    if let Some(head) = &state.original_head {
+        if let Err(e) = git(&settings.tree, &["checkout", "--quiet", head]) {
+            eprintln!("bisect: warning: could not check {head} out again in {}: {e}", settings.tree.display());
+        }
+    }
+    result.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sides_state_sits_beside_the_first_named_by_its_ends() {
+        let side = changes::Side { good: "a".repeat(40), bad: "b".repeat(40) };
+        let p = side_state_path(Path::new("/x/bisect/state.json"), &side);
+        assert_eq!(p, Path::new(&format!("/x/bisect/state.side-{}-{}.json", "a".repeat(12), "b".repeat(12))));
+        // Another side, another file.
+        let other = changes::Side { good: "b".repeat(40), bad: "c".repeat(40) };
+        assert_ne!(side_state_path(Path::new("/x/bisect/state.json"), &other), p);
+    }
+
+    #[test]
+    fn a_split_range_counts_its_confirmed_changes_and_the_sides_left_open() {
+        let (root, mut searched, _) = changes::tests::bisect(10, 0.10, Some((30, 0.10)), 1);
+        let ended = Ended::of(&root, &searched);
+        assert_eq!((ended.changes_confirmed, ended.sides_open), (2, 0), "{searched:?}");
+        // A side that named a commit it could not confirm stays open.
+        let confirmed = searched.iter().position(|s| s.state.outcome.as_ref().and_then(|o| o.confirmed()).is_some());
+        let i = confirmed.unwrap();
+        searched[i].state.outcome = Some(Outcome::Unconfirmed { culprit: "c0000030".into(), reason: "x".into() });
+        let ended = Ended::of(&root, &searched);
+        assert_eq!((ended.changes_confirmed, ended.sides_open), (1, 1));
+        // A side that split again is open until its own sides are searched.
+        searched[i].state.outcome = Some(Outcome::Split { at: "c0000035".into(), position: 0.5, p_value: 1e-3 });
+        assert_eq!(Ended::of(&root, &searched).sides_open, 1);
+    }
 }

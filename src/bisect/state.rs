@@ -149,6 +149,12 @@ pub struct Plan {
     pub confirm: bool,
     /// Verdicts a failed confirmation may revise before giving up.
     pub max_revisions: u32,
+    /// Changes to find at most: after a confirmed culprit that carries
+    /// only part of the ends' change, the rest of the range is bisected
+    /// for the others (see [`changes`](super::changes)); 1 stops at the
+    /// first (states from before the search).
+    #[serde(default = "super::changes::one_change")]
+    pub max_changes: u32,
 }
 
 impl Default for Plan {
@@ -172,6 +178,7 @@ impl Default for Plan {
             boot_tries: 2,
             confirm: true,
             max_revisions: 2,
+            max_changes: super::changes::DEFAULT_MAX_CHANGES,
         }
     }
 }
@@ -429,6 +436,18 @@ pub enum Outcome {
         culprit: String,
         /// Why it is not confirmed.
         reason: String,
+    },
+    /// A step measured between the ends: the range holds more than one
+    /// change, at least one on each side of `at`. The bisection of this
+    /// range ends here; each side is bisected on its own
+    /// ([`changes`](super::changes)).
+    Split {
+        /// The commit that measured between the ends.
+        at: String,
+        /// Where it measured, from the good end (0) to the bad end (1).
+        position: f64,
+        /// The p-value of "it lies between the ends".
+        p_value: f64,
     },
     /// Only skipped commits are left: the first bad commit is one of these.
     Ambiguous {

@@ -1,7 +1,7 @@
 //! `bootbench bisect`: an unattended, resumable bisection of a kernel
 //! tree; the exit status says how it ended.
 
-use crate::bisect::session::{self, BisectArgs};
+use crate::bisect::session::{self, BisectArgs, Ended};
 use crate::bisect::state::Outcome;
 use std::process::ExitCode;
 
@@ -33,15 +33,21 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The exit status of a bisection that ended with `ended`; an error that
-/// is not a saved stop stays an error (status 1).
-pub fn exit_status(ended: anyhow::Result<Option<Outcome>>) -> anyhow::Result<u8> {
-    Ok(match ended {
-        Err(e) if e.downcast_ref::<session::Stopped>().is_some() => EXIT_RESUMABLE,
+/// is not a saved stop stays an error (status 1). A range split at a step
+/// between the ends is confirmed (0) when its sides confirmed a change and
+/// none was left open, else 3.
+pub fn exit_status(ended: anyhow::Result<Ended>) -> anyhow::Result<u8> {
+    let ended = match ended {
+        Err(e) if e.downcast_ref::<session::Stopped>().is_some() => return Ok(EXIT_RESUMABLE),
         Err(e) => return Err(e),
-        Ok(Some(Outcome::Confirmed { .. })) => 0,
-        Ok(Some(Outcome::Unconfirmed { .. } | Outcome::Ambiguous { .. })) => EXIT_UNCONFIRMED,
-        Ok(Some(Outcome::Failed { .. })) => EXIT_GAVE_UP,
-        Ok(None) => 1,
+        Ok(ended) => ended,
+    };
+    Ok(match ended.outcome {
+        Some(Outcome::Confirmed { .. }) => 0,
+        Some(Outcome::Split { .. }) if ended.changes_confirmed > 0 && ended.sides_open == 0 => 0,
+        Some(Outcome::Unconfirmed { .. } | Outcome::Ambiguous { .. } | Outcome::Split { .. }) => EXIT_UNCONFIRMED,
+        Some(Outcome::Failed { .. }) => EXIT_GAVE_UP,
+        None => 1,
     })
 }
 
@@ -52,11 +58,19 @@ mod tests {
 
     #[test]
     fn each_ending_has_its_own_exit_status() {
-        let status = |o: Outcome| exit_status(Ok(Some(o))).unwrap();
+        let ended =
+            |o: Outcome, changes_confirmed, sides_open| Ended { outcome: Some(o), changes_confirmed, sides_open };
+        let status = |o: Outcome| exit_status(Ok(ended(o, 0, 0))).unwrap();
         assert_eq!(status(Outcome::Confirmed { culprit: "c".into(), parent: "p".into(), step: None }), 0);
         assert_eq!(status(Outcome::Unconfirmed { culprit: "c".into(), reason: "r".into() }), EXIT_UNCONFIRMED);
         assert_eq!(status(Outcome::Ambiguous { candidates: vec![] }), EXIT_UNCONFIRMED);
         assert_eq!(status(Outcome::Failed { reason: "ends alike".into() }), EXIT_GAVE_UP);
+        // A split range: confirmed only when its sides confirmed a change
+        // and left none open.
+        let split = Outcome::Split { at: "m".into(), position: 0.5, p_value: 1e-3 };
+        assert_eq!(exit_status(Ok(ended(split.clone(), 2, 0))).unwrap(), 0);
+        assert_eq!(exit_status(Ok(ended(split.clone(), 1, 1))).unwrap(), EXIT_UNCONFIRMED);
+        assert_eq!(exit_status(Ok(ended(split, 0, 0))).unwrap(), EXIT_UNCONFIRMED);
         // A stop with the state saved, even under added context, is 5.
         let stopped = anyhow::Error::new(session::Stopped { state: "s.json".into(), source: DriverError::Finished })
             .context("while bisecting");
