@@ -172,6 +172,12 @@ impl<L: Lab, H: History, J: Journal> Driver<'_, L, H, J> {
                     }
                 }
             }
+            // The ends' first boots were taken before outliers could be
+            // told (see `BisectState::outlier_span`): judged now, and booted
+            // again in their place.
+            if self.flag_end_outliers()? {
+                continue;
+            }
             let good = self.state.reference_values(Role::GoodReference);
             let bad = self.state.reference_values(Role::BadReference);
             let ends = compare_ends(&good, &bad)?;
@@ -207,6 +213,32 @@ impl<L: Lab, H: History, J: Journal> Driver<'_, L, H, J> {
             }
             want = (want + ENDS_STEP).min(last);
         }
+    }
+
+    /// Marks the ends' recorded boots that are outliers as such (no value,
+    /// classification `outlier`); whether there was one.
+    fn flag_end_outliers(&mut self) -> Result<bool, DriverError> {
+        let flagged: Vec<(usize, String)> = self
+            .state
+            .boots
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| matches!(b.role, Role::GoodReference | Role::BadReference))
+            .filter_map(|(i, b)| b.value.and_then(|v| self.state.outlier(v)).map(|why| (i, why)))
+            .collect();
+        for (i, why) in &flagged {
+            let b = &mut self.state.boots[*i];
+            b.classification = "outlier".into();
+            b.detail = Some(why.clone());
+            b.value = None;
+            let (commit, message) =
+                (b.commit.clone(), format!("boot {} of {}: outlier: {why}", i + 1, short(&b.commit)));
+            self.event("outlier", Some(&commit), message, json!({"boot": i}))?;
+        }
+        if !flagged.is_empty() {
+            self.checkpoint()?;
+        }
+        Ok(!flagged.is_empty())
     }
 
     fn boot_references(&mut self) -> Result<Result<(), String>, DriverError> {
@@ -701,6 +733,42 @@ mod tests {
             );
             assert!(right as f64 / runs as f64 >= 0.2, "only {right}/{runs} confirmed one of the two changes");
         }
+    }
+
+    #[test]
+    fn an_ends_wild_boot_taken_before_outliers_could_be_told_is_set_aside_later() {
+        let mut history = LinearHistory::new(10);
+        let mut lab = ModelLab::new(10, 5, 0.10, noise(), 1);
+        let mut state = BisectState::new(Plan::default(), None, &history.name(0), &history.name(10), 10).unwrap();
+        let mut journal = MemoryJournal { keep: true, ..Default::default() };
+        let (good, bad) = (history.name(0), history.name(10));
+        let mut d = Driver::new(&mut state, &mut lab, &mut history, &mut journal);
+        for i in 0..6 {
+            d.boot_once(&good, Role::GoodReference, None).unwrap();
+            d.boot_once(&bad, Role::BadReference, None).unwrap();
+            if i == 0 {
+                // The bad end's first boot, before either end had 4: wild.
+                if let Some(b) = d.state.boots.get_mut(1) {
+                    b.value = b.value.map(|v| v * 2.0);
+                }
+            }
+        }
+        assert!(
+            d.flag_end_outliers().unwrap(),
+            "the wild boot was not found: {:?} {:?}",
+            d.state.outlier_span().map(|(a, b)| (a.exp(), b.exp())),
+            d.state.boots.iter().map(|b| (b.classification.clone(), b.value)).collect::<Vec<_>>()
+        );
+        assert!(
+            !d.flag_end_outliers().unwrap(),
+            "a second look found more: {:?}",
+            d.state.boots.iter().map(|b| (b.classification.clone(), b.value, b.detail.clone())).collect::<Vec<_>>()
+        );
+        let flagged: Vec<usize> =
+            d.state.boots.iter().filter(|b| b.classification == "outlier").map(|b| b.index).collect();
+        assert_eq!(flagged, [1]);
+        assert_eq!(d.state.boots[1].value, None);
+        assert_eq!(d.state.reference_values(Role::BadReference).len(), 5);
     }
 
     #[test]

@@ -959,6 +959,29 @@ mod tests {
         }
     }
 
+    /// One boot in a hundred 1.5 times its kernel's level (a host hiccup):
+    /// such boots are set aside as outliers and booted again. Before that,
+    /// 96 of 300 such bisections (1000 commits, seed 1) gave up (σ blown up
+    /// by the outliers: steps unsure, ends not different) and 47% confirmed
+    /// the culprit; after, 9 and 84%, as without outliers (86%).
+    #[test]
+    fn outlier_boots_are_set_aside_and_the_bisection_goes_on() {
+        let d = Disturbance { outlier_rate: 0.01, outlier_factor: 1.5, ..Disturbance::default() };
+        for seed in [1, 2] {
+            let s = Scenario { commits: 100, runs: 200, seed, disturb: d, ..scenario(1) };
+            let f = run_strategy("sequential", &Plan::default(), &s).unwrap();
+            eprintln!(
+                "outliers, seed {seed}: {} failed, {} confirmed the culprit, {} wrong, {:.1} boots",
+                f.failed,
+                f.found_every_change,
+                f.wrong,
+                f.mean_boots()
+            );
+            assert!(f.failed as f64 <= 0.06 * f.runs() as f64, "{} of {} gave up", f.failed, f.runs());
+            assert!(f.found_every_change as f64 >= 0.75 * f.runs() as f64, "{} confirmed", f.found_every_change);
+        }
+    }
+
     /// Wrong confirmed culprits (what `--wrong-culprit-rate` promises) over
     /// bisections of 100 commits with the default plan, for noise the
     /// model leaves out. Drift is measured by `bisect-sim --drift` and not

@@ -9,6 +9,7 @@
 use super::lab_settings::LabSettings;
 use super::sequential_test::{EndsComparison, ErrorBudget, Evaluation, PairComparison, VarianceBound};
 use serde::{Deserialize, Serialize};
+use statrs::statistics::{Data, Median};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -191,6 +192,17 @@ pub const DEFAULT_REFERENCE_WINDOW: u32 = 0;
 
 /// Boots of each end a windowed test takes at least: the most recent ones.
 pub const NEAR_LEAST: usize = 4;
+
+/// A boot whose value lies more than this many robust σ (from the median
+/// difference between two boots of one end) outside the span of the ends'
+/// medians is an outlier: a host hiccup, not the kernel. No commit of a
+/// range with one direction of change measures outside its ends; at 6σ a
+/// log-normal boot is called one about once in 10^9, a boot 1.5 times its
+/// kernel's level at a per-boot CV of 2.9% always is.
+pub const OUTLIER_SIGMAS: f64 = 6.0;
+
+/// Good boots each end needs before boots are checked for outliers.
+pub const OUTLIER_MIN_BOOTS: usize = 4;
 
 /// Why a boot was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -630,6 +642,46 @@ impl BisectState {
         self.verdicts().into_iter().filter(|(_, (v, _))| *v == Verdict::Skip).map(|(c, _)| c.to_string()).collect()
     }
 
+    /// The span a boot's log value must lie in to count, `(low, high)`:
+    /// the ends' medians widened by [`OUTLIER_SIGMAS`] robust σ. `None`
+    /// until each end has [`OUTLIER_MIN_BOOTS`] good boots.
+    pub fn outlier_span(&self) -> Option<(f64, f64)> {
+        let logs = |role| self.reference_values(role).iter().map(|v| v.ln()).collect::<Vec<f64>>();
+        let (good, bad) = (logs(Role::GoodReference), logs(Role::BadReference));
+        if good.len() < OUTLIER_MIN_BOOTS || bad.len() < OUTLIER_MIN_BOOTS {
+            return None;
+        }
+        let median = |xs: &[f64]| Data::new(xs.to_vec()).median();
+        let (mg, mb) = (median(&good), median(&bad));
+        // σ from the differences of pairs of boots of one end: their median
+        // is 0.6745·√2·σ for a normal, unbiased with few boots (deviations
+        // from a small sample's own median are not), and an outlier spoils
+        // only its own pairs. Floored at 0.01%, so that a deterministic
+        // clock (icount) does not call its last digit wild.
+        let pairs = |xs: &[f64]| {
+            xs.iter()
+                .enumerate()
+                .flat_map(|(i, a)| xs[i + 1..].iter().map(move |b| (a - b).abs()))
+                .collect::<Vec<f64>>()
+        };
+        let differences: Vec<f64> = pairs(&good).into_iter().chain(pairs(&bad)).collect();
+        let sigma = (median(&differences) / (0.6745 * std::f64::consts::SQRT_2)).max(1e-4);
+        Some((mg.min(mb) - OUTLIER_SIGMAS * sigma, mg.max(mb) + OUTLIER_SIGMAS * sigma))
+    }
+
+    /// Why `value` is an outlier (see [`BisectState::outlier_span`]), if it is.
+    pub fn outlier(&self, value: f64) -> Option<String> {
+        let (lo, hi) = self.outlier_span()?;
+        let x = value.ln();
+        (x < lo || x > hi).then(|| {
+            format!(
+                "{value} lies outside what the ends allow ({} to {}: their medians widened by {OUTLIER_SIGMAS} robust σ); a host hiccup, not the kernel",
+                lo.exp(),
+                hi.exp()
+            )
+        })
+    }
+
     /// Per-boot values of one reference.
     pub fn reference_values(&self, role: Role) -> Vec<f64> {
         self.boots.iter().filter(|b| b.role == role).filter_map(|b| b.value).collect()
@@ -764,6 +816,48 @@ mod tests {
         for c in ["init_panic", "ok", "qemu_failure", "incomplete", "partial", "no_metric"] {
             assert!(!entry(c).kernel_failed(), "{c}");
         }
+    }
+
+    #[test]
+    fn a_boot_far_outside_the_ends_is_an_outlier_and_one_between_them_is_not() {
+        let mut s = BisectState::new(Plan::default(), None, "g", "b", 10).unwrap();
+        let mut push = |role: Role, value: f64| {
+            let index = s.boots.len();
+            s.boots.push(BootEntry {
+                index,
+                commit: "x".into(),
+                role,
+                test: None,
+                classification: "ok".into(),
+                detail: None,
+                value: Some(value),
+                iterations: vec![],
+                wall_s: 1.0,
+                at: now(),
+                workload_version: None,
+                pack_id: None,
+            });
+        };
+        // Ends at 1000 and 900, ±1%; one wild good boot among them.
+        for (i, d) in [-1.0, 1.0, -0.5, 0.5].iter().enumerate() {
+            push(Role::GoodReference, 1000.0 * (1.0 + 0.01 * d));
+            push(Role::BadReference, 900.0 * (1.0 + 0.01 * d));
+            if i == 1 {
+                push(Role::GoodReference, 1500.0);
+            }
+        }
+        let (lo, hi) = s.outlier_span().unwrap();
+        // Robust: the wild boot does not widen the span.
+        assert!(lo.exp() > 780.0 && hi.exp() < 1200.0, "{} {}", lo.exp(), hi.exp());
+        assert!(s.outlier(1500.0).unwrap().contains("1500"));
+        assert!(s.outlier(600.0).is_some());
+        for v in [950.0, 1000.0, 900.0, 1040.0, 870.0] {
+            assert_eq!(s.outlier(v), None, "{v}");
+        }
+        // Too few boots of an end: nothing is judged yet.
+        let mut few = BisectState::new(Plan::default(), None, "g", "b", 10).unwrap();
+        few.boots = s.boots[..5].to_vec();
+        assert_eq!(few.outlier(1500.0), None);
     }
 
     #[test]

@@ -181,7 +181,14 @@ impl<'a, L: Lab, H: History, J: Journal> Driver<'a, L, H, J> {
         let value = if self.state.plan.mode == Mode::Perf && classification == "ok" {
             let v = mean(&obs.iterations);
             if v.is_finite() && v > 0.0 {
-                Some(v)
+                match self.state.outlier(v) {
+                    Some(why) => {
+                        classification = "outlier".into();
+                        detail = Some(why);
+                        None
+                    }
+                    None => Some(v),
+                }
             } else {
                 classification = "bad_value".into();
                 detail = Some(format!("per-boot mean {v} of {:?} is not a positive number", obs.iterations));
