@@ -364,3 +364,28 @@ fn a_resume_cleans_up_the_checkout_and_the_build_a_killed_bisection_left_in_the_
     assert_eq!(git(&tree, &["symbolic-ref", "--short", "HEAD"]), "main", "{said}");
     assert_eq!(git(&tree, &["status", "--porcelain", "--untracked-files=no"]), "", "{said}");
 }
+
+/// A new bisection under a state name whose side searches from an earlier
+/// bisection are still there is refused, naming them: it would take their
+/// boots for its own.
+#[test]
+fn a_new_bisection_refuses_to_start_over_an_old_ones_side_searches() {
+    support::require_program("git");
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    let shas = synthetic_history(&tree, 5);
+    let state = dir.path().join("bisect/state.json");
+    std::fs::create_dir_all(state.parent().unwrap()).unwrap();
+    let old_side = dir.path().join("bisect/state.side-aaaaaaaaaaaa-bbbbbbbbbbbb.json");
+    std::fs::write(&old_side, "{}").unwrap();
+    let out = Command::new(support::bootbench_bin())
+        .args(["bisect", "--tree", tree.to_str().unwrap(), "--good", &shas[0], "--bad", &shas[8]])
+        .args(["--build", "true", "--kernel-image", "out/bzImage", "--state", state.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("state.side-aaaaaaaaaaaa-bbbbbbbbbbbb.json") && said.contains("side search"), "{said}");
+    assert!(!state.exists(), "a state was written");
+    assert!(old_side.exists(), "the old side's state was removed");
+}

@@ -171,8 +171,8 @@ pub struct Searched {
 /// Walks the search from the finished `root`: for each side left (oldest
 /// first), `run` gets the state the side came from and the side, and
 /// returns the side's bisection, run to its end (or loaded, when a resume
-/// finds it done). Stops when no side is left or `root.plan.max_changes`
-/// changes are confirmed.
+/// finds it done). Stops when no side is left, `root.plan.max_changes`
+/// changes are confirmed, or 2·max_changes + 1 sides were searched.
 pub fn search<E>(
     root: &BisectState,
     mut run: impl FnMut(&BisectState, &Side) -> Result<BisectState, E>,
@@ -182,8 +182,11 @@ pub fn search<E>(
     let mut done: Vec<Searched> = Vec::new();
     // (side, index of the state it came from in `done`, None: the root)
     let mut queue: VecDeque<(SideEvidence, Option<usize>)> = sides_left(root).into_iter().map(|s| (s, None)).collect();
+    // A slow drift can keep measuring commits between the ends: the sides
+    // searched are capped too.
+    let max_sides = 2 * root.plan.max_changes as usize + 1;
     while let Some((why, from)) = queue.pop_front() {
-        if found >= root.plan.max_changes as usize {
+        if found >= root.plan.max_changes as usize || done.len() >= max_sides {
             break;
         }
         let parent = from.map_or(root, |i| &done[i].state);

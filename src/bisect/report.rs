@@ -268,16 +268,24 @@ pub fn build(state: &BisectState) -> Report {
 
 /// Adds the search for the range's other changes to `r`, the report of
 /// `root`: every confirmed change with its share of `root`'s whole change,
-/// and each side searched.
-pub fn with_searches(r: &mut Report, root: &BisectState, searched: &[Searched]) {
+/// in range order (`position`: a commit's place in `root`'s range), and
+/// each side searched.
+pub fn with_searches(
+    r: &mut Report,
+    root: &BisectState,
+    searched: &[Searched],
+    position: impl Fn(&str) -> Option<u64>,
+) {
     let all: Vec<&BisectState> = std::iter::once(root).chain(searched.iter().map(|s| &s.state)).collect();
-    let position = |sha: &str| all.iter().find_map(|s| s.commits.get(sha).and_then(|c| c.position));
-    r.changes = found_changes(root, searched, position)
+    r.changes = found_changes(root, searched, &position)
         .into_iter()
         .map(|c| {
             let known = all.iter().find(|s| s.commits.contains_key(&c.culprit)).copied().unwrap_or(root);
+            // A side numbers commits from its own good end: the range's
+            // position is the root's.
+            let summary = CommitSummary { position: position(&c.culprit), ..commit(known, &c.culprit) };
             ChangeSummary {
-                commit: commit(known, &c.culprit),
+                commit: summary,
                 parent: c.parent,
                 change_pct: c.change_pct,
                 p_one_sided: c.p_one_sided,
@@ -414,7 +422,7 @@ pub fn error_rates(r: &Report) -> String {
             "at most {:.1}% wrong culprits rests on the confirmation alone (the steps ran at --step-rate): a commit is confirmed only when it measures bad, its parent good, and it is worse than its parent in a direct test",
             100.0 * r.wrong_culprit_rate
         ),
-        Some(Outcome::Split { .. }) if !r.changes.is_empty() => format!(
+        Some(Outcome::Split { .. } | Outcome::Unconfirmed { .. }) if !r.changes.is_empty() => format!(
             "each change listed was confirmed as a first culprit is, at most {:.1}% wrong each (at most {:.1}% that any of the {} is)",
             100.0 * r.wrong_culprit_rate,
             100.0 * r.wrong_culprit_rate * r.changes.len() as f64,
@@ -851,7 +859,16 @@ mod tests {
         let (root, searched, _) = crate::bisect::changes::tests::bisect(10, 0.10, Some((30, 0.10)), 1);
         assert!(matches!(root.outcome, Some(Outcome::Split { .. })), "{:?}", root.outcome);
         let mut r = build(&root);
-        with_searches(&mut r, &root, &searched);
+        use crate::bisect::history::History;
+        let h = crate::bisect::simulate::LinearHistory::new(40);
+        // Positions and order are the caller's (the root's range): counted
+        // from the bad end here, the later change comes first.
+        let mut backwards = r.clone();
+        with_searches(&mut backwards, &root, &searched, |c| h.position(c).map(|p| 100 - p));
+        let listed: Vec<(&str, Option<u64>)> =
+            backwards.changes.iter().map(|c| (c.commit.sha.as_str(), c.commit.position)).collect();
+        assert_eq!(listed, [("c0000030", Some(70)), ("c0000010", Some(90))]);
+        with_searches(&mut r, &root, &searched, |c| h.position(c));
         let text = render_text(&r);
         assert!(text.contains("more than one change: c0000020"), "{text}");
         assert!(text.contains("changes in the range: 2"), "{text}");

@@ -4,14 +4,14 @@
 
 use crate::bisect::changes;
 use crate::bisect::driver::{Driver, DriverError};
-use crate::bisect::history::{git, resolve, GitHistory};
+use crate::bisect::history::{git, resolve, GitHistory, History};
 use crate::bisect::journal::{Event, FileJournal, Journal};
-use crate::bisect::lab::QemuLab;
+use crate::bisect::lab::{LabError, QemuLab};
 use crate::bisect::lab_settings::{BootOptions, LabSettings};
 use crate::bisect::options::PlanArgs;
 use crate::bisect::report;
 use crate::bisect::state::{BisectState, Outcome, Phase};
-use crate::bisect::tree_lease::{StateLock, TreeLease};
+use crate::bisect::tree_lease::{Running, StateLock, TreeLease, TreeLock};
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -112,6 +112,17 @@ fn start(args: &BisectArgs) -> anyhow::Result<BisectState> {
         bail!(
             "{} already exists: give --resume to continue that bisection, or another --state for a new one",
             args.state.display()
+        );
+    }
+    // A side's state left by an earlier bisection with this state name
+    // would be taken for this one's.
+    let left = side_states_of(&absolute(&args.state)?);
+    if let Some(first) = left.first() {
+        bail!(
+            "{} is gone but {} of its side searches remain (e.g. {}): remove them or choose another --state, so that a new bisection does not take an old side's boots for its own",
+            args.state.display(),
+            left.len(),
+            first.display()
         );
     }
     let tree = absolute(require(&args.tree, "--tree")?)?;
@@ -221,7 +232,13 @@ fn interrupted_says_how_to_resume(
 
 fn write_reports(state: &BisectState, searched: &[changes::Searched], prefix: &Path) -> anyhow::Result<String> {
     let mut r = report::build(state);
-    report::with_searches(&mut r, state, searched);
+    if !searched.is_empty() {
+        // Positions in the whole range, which a side's own history numbers
+        // from its good end.
+        let history =
+            state.lab.as_ref().and_then(|l| GitHistory::open(&l.tree, &state.good, &state.bad, l.first_parent).ok());
+        report::with_searches(&mut r, state, searched, |c| history.as_ref().and_then(|h| h.position(c)));
+    }
     let text = report::render_text(&r);
     let with = |ext: &str| {
         let mut p = prefix.as_os_str().to_owned();
@@ -259,23 +276,37 @@ pub struct Ended {
     /// Changes confirmed in all (the first culprit included).
     pub changes_confirmed: usize,
     /// Sides searched that named no confirmed commit and did not show
-    /// their ends alike: unconfirmed, ambiguous, or split again with no
-    /// search left.
+    /// their ends alike: unconfirmed, ambiguous, gave up, or split with a
+    /// side left unsearched.
     pub sides_open: usize,
+    /// Sides searched in all.
+    pub sides_searched: usize,
 }
 
 impl Ended {
     /// Sums up `root` and its searches.
     pub fn of(root: &BisectState, searched: &[changes::Searched]) -> Ended {
         let confirmed = |s: &BisectState| matches!(s.outcome, Some(Outcome::Confirmed { .. }));
-        let open = |s: &BisectState| {
-            matches!(s.outcome, Some(Outcome::Unconfirmed { .. } | Outcome::Ambiguous { .. } | Outcome::Split { .. }))
+        // A split is closed once both its sides were searched.
+        let split_searched = |s: &BisectState, at: &str| {
+            let side =
+                |good: &str, bad: &str| searched.iter().any(|x| x.why.side.good == good && x.why.side.bad == bad);
+            side(&s.good, at) && side(at, &s.bad)
         };
-        let split_searched = |s: &BisectState| matches!(&s.outcome, Some(Outcome::Split { at, .. }) if searched.iter().any(|x| x.why.side.good == *at || x.why.side.bad == *at));
+        let open = |s: &BisectState| match &s.outcome {
+            Some(Outcome::Unconfirmed { .. } | Outcome::Ambiguous { .. }) => true,
+            Some(Outcome::Split { at, .. }) => !split_searched(s, at),
+            // Closed only when its ends were measured and found alike; a
+            // side that gave up otherwise may hide a change.
+            Some(Outcome::Failed { .. }) => !(s.tests.is_empty() && s.ends.is_some()),
+            _ => false,
+        };
+        let root_split_open = matches!(&root.outcome, Some(Outcome::Split { at, .. }) if !split_searched(root, at));
         Ended {
             outcome: root.outcome.clone(),
             changes_confirmed: usize::from(confirmed(root)) + searched.iter().filter(|s| confirmed(&s.state)).count(),
-            sides_open: searched.iter().filter(|s| open(&s.state) && !split_searched(&s.state)).count(),
+            sides_open: usize::from(root_split_open) + searched.iter().filter(|s| open(&s.state)).count(),
+            sides_searched: searched.len(),
         }
     }
 }
@@ -301,6 +332,8 @@ pub fn bisect(args: &BisectArgs) -> anyhow::Result<Ended> {
     };
     let settings = state.lab.clone().context("the state has no lab settings")?;
     let dir = settings.artifacts.clone();
+    // And no other bisection (another state) works in this tree.
+    let _tree_lock = TreeLock::take(&settings.tree)?;
     for done in TreeLease::new(&dir, &settings.tree).recover(GIT_WAIT)? {
         eprintln!("bisect: {done}");
     }
@@ -346,22 +379,30 @@ pub fn bisect(args: &BisectArgs) -> anyhow::Result<Ended> {
             BisectState::load(&path)?
         } else {
             let lab_settings = from.lab.as_ref().context("the state has no lab settings")?;
-            let n =
-                GitHistory::open(&lab_settings.tree, &side.good, &side.bad, lab_settings.first_parent)?.range_commits();
+            // A side git cannot bisect (its good end not an ancestor of its
+            // bad end, as after a merge) is recorded as such: the search
+            // goes on elsewhere.
+            let (n, unusable) =
+                match GitHistory::open(&lab_settings.tree, &side.good, &side.bad, lab_settings.first_parent) {
+                    Ok(h) => (h.range_commits(), None),
+                    Err(e) => (1, Some(e.to_string())),
+                };
             let mut s = changes::side_state(from, side, n)?;
-            s.save(&path)?;
-            journal.event(Event::new(
-                "side",
-                None,
-                format!(
-                    "{} carries only part of the change: bisecting {}..{} ({n} commits) for the rest (state {})",
-                    from.outcome.as_ref().and_then(|o| o.confirmed()).map_or("the culprit", |(c, _)| short_of(c)),
+            let message = match &unusable {
+                None => format!(
+                    "searching {}..{} ({n} commits) for the range's other changes (state {})",
                     short_of(&side.good),
                     short_of(&side.bad),
                     path.display()
                 ),
-                serde_json::to_value(side).unwrap_or_default(),
-            ))?;
+                Some(why) => format!("cannot search {}..{}: {why}", short_of(&side.good), short_of(&side.bad)),
+            };
+            if let Some(why) = unusable {
+                s.outcome = Some(Outcome::Failed { reason: format!("git cannot bisect this side: {why}") });
+                s.phase = Phase::Finished;
+            }
+            s.save(&path)?;
+            journal.event(Event::new("side", None, message, serde_json::to_value(side).unwrap_or_default()))?;
             s
         };
         if side_state.phase != Phase::Finished {
@@ -386,6 +427,23 @@ pub fn bisect(args: &BisectArgs) -> anyhow::Result<Ended> {
 
 fn short_of(sha: &str) -> &str {
     &sha[..12.min(sha.len())]
+}
+
+/// The side states beside `state_path` (see [`side_state_path`]).
+fn side_states_of(state_path: &Path) -> Vec<PathBuf> {
+    let stem = state_path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "state".into());
+    let prefix = format!("{stem}.side-");
+    let Some(dir) = state_path.parent() else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut found: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".json"))
+        })
+        .collect();
+    found.sort();
+    found
 }
 
 /// Where the bisection of `side` keeps its state: beside the first one,
@@ -415,6 +473,10 @@ fn run_to_end(
     let mut history = GitHistory::open(&settings.tree, &state.good, &state.bad, settings.first_parent)?;
     let result = Driver::new(state, lab, &mut history, journal).run();
     if let Some(head) = &state.original_head {
+        // Under the lease as the lab's checkouts are: a kill in it is
+        // cleaned up by the resume.
+        let lease = TreeLease::new(&settings.artifacts, &settings.tree);
+        let _held = lease.hold(Running::Checkout).map_err(LabError::from)?;
         if let Err(e) = git(&settings.tree, &["checkout", "--quiet", head]) {
             eprintln!("bisect: warning: could not check {head} out again in {}: {e}", settings.tree.display());
         }
@@ -449,6 +511,15 @@ mod tests {
         assert_eq!((ended.changes_confirmed, ended.sides_open), (1, 1));
         // A side that split again is open until its own sides are searched.
         searched[i].state.outcome = Some(Outcome::Split { at: "c0000035".into(), position: 0.5, p_value: 1e-3 });
+        assert_eq!(Ended::of(&root, &searched).sides_open, 1);
+        // A side that gave up while bisecting is open; one whose ends
+        // measured alike before any step is not.
+        searched[i].state.outcome = Some(Outcome::Failed { reason: "4 steps in a row stayed unsure".into() });
+        assert_eq!(Ended::of(&root, &searched).sides_open, 1);
+        searched[i].state.tests.clear();
+        assert_eq!(Ended::of(&root, &searched).sides_open, 0);
+        // The root's split with one side never searched is open.
+        searched.remove(i);
         assert_eq!(Ended::of(&root, &searched).sides_open, 1);
     }
 }

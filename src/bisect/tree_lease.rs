@@ -52,6 +52,14 @@ pub enum TreeLeaseError {
         /// The lock file.
         lock: PathBuf,
     },
+    /// Another bisection works in the tree.
+    #[error("another bootbench bisect works in {tree} (it holds {lock}); two bisections cannot share a tree: wait for it to end, or bisect in another work tree (git worktree add)")]
+    TreeBusy {
+        /// The tree.
+        tree: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+    },
     /// git's processes of the dead run still work in the tree.
     #[error("a git process of the bisection that was stopped still works in {tree} (pids {pids:?}); wait for it to end, then resume")]
     GitStillRunning {
@@ -167,20 +175,23 @@ impl TreeLease {
                         source,
                     })?;
                     done.push(format!("removed {} left by the checkout the stopped run was doing", lock.display()));
+                    // git writes the files before the index and HEAD: a
+                    // checkout killed halfway leaves some files of the new
+                    // commit under the old HEAD, and the next checkout
+                    // would refuse them as local changes. The tree was
+                    // clean when the bisection started and only its
+                    // checkouts change tracked files, so they go back to
+                    // HEAD (untracked build output stays). Only after a
+                    // checkout killed while it held the lock: anything else
+                    // in the tree may be the user's. A kill during this
+                    // reset leaves the lease, and the next resume does it
+                    // again.
+                    run_git(&self.tree, "reset the tracked files", &["reset", "--hard", "--quiet"])?;
+                    done.push(format!(
+                        "reset the tracked files of {} to HEAD after the checkout the stopped run was doing",
+                        self.tree.display()
+                    ));
                 }
-                // git writes the files before the index and HEAD: a checkout
-                // killed halfway leaves some files of the new commit under
-                // the old HEAD, and the next checkout would refuse them as
-                // local changes. The tree was clean when the bisection
-                // started and only bisect's checkouts change its tracked
-                // files, so they go back to HEAD (untracked build output
-                // stays). A kill during this reset leaves the lease, and the
-                // next resume does it again.
-                run_git(&self.tree, "reset the tracked files", &["reset", "--hard", "--quiet"])?;
-                done.push(format!(
-                    "reset the tracked files of {} to HEAD after the checkout the stopped run was doing",
-                    self.tree.display()
-                ));
             }
             Running::Build { pgid } => {
                 let members = group_members(pgid);
@@ -268,6 +279,38 @@ fn run_git(tree: &Path, what: &'static str, args: &[&str]) -> Result<String, Tre
         });
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// The exclusive lock of one tree: held for a bisection's whole run, so
+/// two bisections with different states never check out, build or clean up
+/// in one tree at once.
+#[derive(Debug)]
+pub struct TreeLock {
+    _file: File,
+}
+
+impl TreeLock {
+    /// Takes the lock of `tree` (a file in its git directory), or says that
+    /// another bisection holds it.
+    pub fn take(tree: &Path) -> Result<TreeLock, TreeLeaseError> {
+        let p = PathBuf::from(run_git(
+            tree,
+            "find the git directory",
+            &["rev-parse", "--git-path", "bootbench-bisect.lock"],
+        )?);
+        let lock = if p.is_absolute() { p } else { tree.join(p) };
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock)
+            .map_err(|source| TreeLeaseError::Io { what: "open the lock file", path: lock.clone(), source })?;
+        match file.try_lock() {
+            Ok(()) => Ok(TreeLock { _file: file }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(TreeLeaseError::TreeBusy { tree: tree.into(), lock }),
+            Err(std::fs::TryLockError::Error(source)) => Err(TreeLeaseError::Io { what: "lock", path: lock, source }),
+        }
+    }
 }
 
 /// git's index lock of `tree` (worktrees have their own).
@@ -368,6 +411,15 @@ mod tests {
         // ... so the next checkout works.
         sh(tree.path(), "git checkout --quiet --detach two; git checkout --quiet --detach one");
 
+        // A checkout recorded but no lock left (killed before git took
+        // it, or after it let go): a changed file is not the checkout's
+        // to reset; it may be the user's.
+        std::fs::write(tree.path().join("a.txt"), b"mine\n").unwrap();
+        lease.begin(Running::Checkout).unwrap();
+        assert!(lease.recover(Duration::ZERO).unwrap().is_empty());
+        assert_eq!(std::fs::read_to_string(tree.path().join("a.txt")).unwrap(), "mine\n");
+        sh(tree.path(), "git checkout --quiet -- a.txt");
+
         // A checkout that ended: nothing to do.
         std::fs::write(&lock, b"").unwrap();
         lease.begin(Running::Checkout).unwrap();
@@ -442,6 +494,17 @@ mod tests {
         assert!(matches!(err, TreeLeaseError::Busy { .. }));
         drop(held);
         StateLock::take(&state).unwrap();
+    }
+
+    #[test]
+    fn the_tree_lock_is_exclusive_and_names_the_tree() {
+        let tree = repo();
+        let held = TreeLock::take(tree.path()).unwrap();
+        let err = TreeLock::take(tree.path()).unwrap_err();
+        assert!(matches!(err, TreeLeaseError::TreeBusy { .. }), "{err}");
+        assert!(err.to_string().contains(&tree.path().display().to_string()), "{err}");
+        drop(held);
+        TreeLock::take(tree.path()).unwrap();
     }
 
     #[test]

@@ -34,17 +34,23 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
 
 /// The exit status of a bisection that ended with `ended`; an error that
 /// is not a saved stop stays an error (status 1). A range split at a step
-/// between the ends is confirmed (0) when its sides confirmed a change and
-/// none was left open, else 3.
+/// between the ends, or whose first culprit was refused and its sides
+/// searched, is confirmed (0) when its sides confirmed a change and none
+/// was left open, else 3.
 pub fn exit_status(ended: anyhow::Result<Ended>) -> anyhow::Result<u8> {
     let ended = match ended {
         Err(e) if e.downcast_ref::<session::Stopped>().is_some() => return Ok(EXIT_RESUMABLE),
         Err(e) => return Err(e),
         Ok(ended) => ended,
     };
+    let searched = ended.sides_searched > 0;
+    let settled = ended.changes_confirmed > 0 && ended.sides_open == 0;
     Ok(match ended.outcome {
         Some(Outcome::Confirmed { .. }) => 0,
-        Some(Outcome::Split { .. }) if ended.changes_confirmed > 0 && ended.sides_open == 0 => 0,
+        // Split, or refused by the direct test with both culprit and parent
+        // between the ends: the answer is what the sides found.
+        Some(Outcome::Split { .. }) if settled => 0,
+        Some(Outcome::Unconfirmed { .. }) if searched && settled => 0,
         Some(Outcome::Unconfirmed { .. } | Outcome::Ambiguous { .. } | Outcome::Split { .. }) => EXIT_UNCONFIRMED,
         Some(Outcome::Failed { .. }) => EXIT_GAVE_UP,
         None => 1,
@@ -58,8 +64,12 @@ mod tests {
 
     #[test]
     fn each_ending_has_its_own_exit_status() {
-        let ended =
-            |o: Outcome, changes_confirmed, sides_open| Ended { outcome: Some(o), changes_confirmed, sides_open };
+        let ended = |o: Outcome, changes_confirmed, sides_open| Ended {
+            outcome: Some(o),
+            changes_confirmed,
+            sides_open,
+            sides_searched: changes_confirmed + sides_open,
+        };
         let status = |o: Outcome| exit_status(Ok(ended(o, 0, 0))).unwrap();
         assert_eq!(status(Outcome::Confirmed { culprit: "c".into(), parent: "p".into(), step: None }), 0);
         assert_eq!(status(Outcome::Unconfirmed { culprit: "c".into(), reason: "r".into() }), EXIT_UNCONFIRMED);
@@ -71,6 +81,10 @@ mod tests {
         assert_eq!(exit_status(Ok(ended(split.clone(), 2, 0))).unwrap(), 0);
         assert_eq!(exit_status(Ok(ended(split.clone(), 1, 1))).unwrap(), EXIT_UNCONFIRMED);
         assert_eq!(exit_status(Ok(ended(split, 0, 0))).unwrap(), EXIT_UNCONFIRMED);
+        // A refused first culprit whose sides found the changes: the same.
+        let refused = Outcome::Unconfirmed { culprit: "c".into(), reason: "direct test".into() };
+        assert_eq!(exit_status(Ok(ended(refused.clone(), 2, 0))).unwrap(), 0);
+        assert_eq!(exit_status(Ok(ended(refused, 1, 1))).unwrap(), EXIT_UNCONFIRMED);
         // A stop with the state saved, even under added context, is 5.
         let stopped = anyhow::Error::new(session::Stopped { state: "s.json".into(), source: DriverError::Finished })
             .context("while bisecting");
