@@ -328,20 +328,7 @@ pub(crate) mod tests {
         let mut boot = |commit: &str, role: Role, test: Option<u32>, level: f64| {
             for k in 0..6 {
                 let value = level * (1.0 + 0.005 * [-1.0, 1.0, -0.5, 0.5, 0.0, 0.2][k]);
-                s.boots.push(BootEntry {
-                    index: s.boots.len(),
-                    commit: commit.into(),
-                    role,
-                    test,
-                    classification: "ok".into(),
-                    detail: None,
-                    value: Some(value),
-                    iterations: vec![],
-                    wall_s: 1.0,
-                    at: now(),
-                    workload_version: None,
-                    pack_id: None,
-                });
+                s.boots.push(BootEntry::for_test(s.boots.len(), commit, role, test, Some(value)));
             }
         };
         boot("c0", Role::GoodReference, None, 1000.0);

@@ -4,7 +4,7 @@
 //! the metric along the bisection path and the range narrowing step by
 //! step. This module only reads the state; it never changes it.
 
-use super::changes::{found_changes, Searched};
+use super::changes::{found_changes, FoundChange, Searched};
 use super::driver::fmt_value;
 use super::state::{short, BisectState, Mode, Outcome, Role, TestKind, Verdict};
 use plotters::prelude::*;
@@ -151,18 +151,9 @@ pub struct Report {
 pub struct ChangeSummary {
     /// The commit that makes it.
     pub commit: CommitSummary,
-    /// Its parent.
-    pub parent: String,
-    /// What it changes against its parent, in %.
-    pub change_pct: f64,
-    /// One-sided p of the direct test against the parent.
-    pub p_one_sided: f64,
-    /// Its share of the change between the range's ends (ln scale).
-    pub share: f64,
-    /// The share's interval.
-    pub share_interval: (f64, f64),
-    /// The interval's confidence.
-    pub confidence: f64,
+    /// The change against its parent and its share of the whole.
+    #[serde(flatten)]
+    pub change: FoundChange,
 }
 
 /// One side searched for the rest of the change.
@@ -284,15 +275,7 @@ pub fn with_searches(
             // A side numbers commits from its own good end: the range's
             // position is the root's.
             let summary = CommitSummary { position: position(&c.culprit), ..commit(known, &c.culprit) };
-            ChangeSummary {
-                commit: summary,
-                parent: c.parent,
-                change_pct: c.change_pct,
-                p_one_sided: c.p_one_sided,
-                share: c.share,
-                share_interval: c.share_interval,
-                confidence: c.confidence,
-            }
+            ChangeSummary { commit: summary, change: c }
         })
         .collect();
     r.searches = searched
@@ -491,14 +474,13 @@ pub fn render_text(r: &Report) -> String {
             "changes in the range: {} (each against its parent, and its share of the ends' whole change):",
             r.changes.len()
         );
-        for c in &r.changes {
+        for ChangeSummary { commit, change: c } in &r.changes {
             let (lo, hi) = c.share_interval;
-            let subject =
-                if c.commit.subject.is_empty() { String::new() } else { format!(" \"{}\"", c.commit.subject) };
+            let subject = if commit.subject.is_empty() { String::new() } else { format!(" \"{}\"", commit.subject) };
             let _ = writeln!(
                 out,
                 "  {}{subject}: {:+.2}% against its parent {} (one-sided p = {:.2e}); {:.0}% of the change ({:.0}% interval {:.0}% to {:.0}%)",
-                short(&c.commit.sha),
+                short(&commit.sha),
                 c.change_pct,
                 short(&c.parent),
                 c.p_one_sided,

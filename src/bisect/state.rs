@@ -268,6 +268,26 @@ pub struct BootEntry {
 }
 
 impl BootEntry {
+    /// A boot for tests: number `index` of `commit` in `role` (and `test`),
+    /// `ok` with `value`, or a hang without one.
+    #[cfg(test)]
+    pub(crate) fn for_test(index: usize, commit: &str, role: Role, test: Option<u32>, value: Option<f64>) -> BootEntry {
+        BootEntry {
+            index,
+            commit: commit.into(),
+            role,
+            test,
+            classification: if value.is_some() { "ok".into() } else { "hang".into() },
+            detail: None,
+            value,
+            iterations: vec![],
+            wall_s: 1.0,
+            at: now(),
+            workload_version: None,
+            pack_id: None,
+        }
+    }
+
     /// Whether the boot ended as a boot failure the kernel is to blame for
     /// (what boot mode calls bad). The appliance's own init panic
     /// (`init_panic`) never is: that is bootbench's failure.
@@ -821,23 +841,8 @@ mod tests {
     #[test]
     fn a_boot_far_outside_the_ends_is_an_outlier_and_one_between_them_is_not() {
         let mut s = BisectState::new(Plan::default(), None, "g", "b", 10).unwrap();
-        let mut push = |role: Role, value: f64| {
-            let index = s.boots.len();
-            s.boots.push(BootEntry {
-                index,
-                commit: "x".into(),
-                role,
-                test: None,
-                classification: "ok".into(),
-                detail: None,
-                value: Some(value),
-                iterations: vec![],
-                wall_s: 1.0,
-                at: now(),
-                workload_version: None,
-                pack_id: None,
-            });
-        };
+        let mut push =
+            |role: Role, value: f64| s.boots.push(BootEntry::for_test(s.boots.len(), "x", role, None, Some(value)));
         // Ends at 1000 and 900, ±1%; one wild good boot among them.
         for (i, d) in [-1.0, 1.0, -0.5, 0.5].iter().enumerate() {
             push(Role::GoodReference, 1000.0 * (1.0 + 0.01 * d));
@@ -863,20 +868,7 @@ mod tests {
     #[test]
     fn a_window_takes_the_ends_recent_boots_and_at_least_the_last_few() {
         let mut s = BisectState::new(Plan { reference_window: 10, ..Plan::default() }, None, "g", "b", 10).unwrap();
-        let boot = |index: usize, role: Role, value: Option<f64>| BootEntry {
-            index,
-            commit: "x".into(),
-            role,
-            test: None,
-            classification: if value.is_some() { "ok".into() } else { "hang".into() },
-            detail: None,
-            value,
-            iterations: vec![],
-            wall_s: 1.0,
-            at: now(),
-            workload_version: None,
-            pack_id: None,
-        };
+        let boot = |index: usize, role: Role, value: Option<f64>| BootEntry::for_test(index, "x", role, None, value);
         // Boots 0-11: good 1..=6 then bad 1..=6; boots 12-29: candidates,
         // with good 7 at 20, a failed good boot at 25, bad 7 at 28.
         for i in 0..30 {

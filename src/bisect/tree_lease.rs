@@ -249,16 +249,27 @@ impl StateLock {
         let mut name = state.as_os_str().to_os_string();
         name.push(".lock");
         let lock = PathBuf::from(name);
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock)
-            .map_err(|source| TreeLeaseError::Io { what: "open the lock file", path: lock.clone(), source })?;
-        match file.try_lock() {
-            Ok(()) => Ok(StateLock { _file: file }),
-            Err(std::fs::TryLockError::WouldBlock) => Err(TreeLeaseError::Busy { state: state.into(), lock }),
-            Err(std::fs::TryLockError::Error(source)) => Err(TreeLeaseError::Io { what: "lock", path: lock, source }),
+        match try_lock(&lock)? {
+            Some(file) => Ok(StateLock { _file: file }),
+            None => Err(TreeLeaseError::Busy { state: state.into(), lock }),
+        }
+    }
+}
+
+/// The file `lock`, opened (made if missing) and locked exclusively;
+/// `None` when another process holds it.
+fn try_lock(lock: &Path) -> Result<Option<File>, TreeLeaseError> {
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(lock)
+        .map_err(|source| TreeLeaseError::Io { what: "open the lock file", path: lock.into(), source })?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(source)) => {
+            Err(TreeLeaseError::Io { what: "lock", path: lock.into(), source })
         }
     }
 }
@@ -293,30 +304,24 @@ impl TreeLock {
     /// Takes the lock of `tree` (a file in its git directory), or says that
     /// another bisection holds it.
     pub fn take(tree: &Path) -> Result<TreeLock, TreeLeaseError> {
-        let p = PathBuf::from(run_git(
-            tree,
-            "find the git directory",
-            &["rev-parse", "--git-path", "bootbench-bisect.lock"],
-        )?);
-        let lock = if p.is_absolute() { p } else { tree.join(p) };
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock)
-            .map_err(|source| TreeLeaseError::Io { what: "open the lock file", path: lock.clone(), source })?;
-        match file.try_lock() {
-            Ok(()) => Ok(TreeLock { _file: file }),
-            Err(std::fs::TryLockError::WouldBlock) => Err(TreeLeaseError::TreeBusy { tree: tree.into(), lock }),
-            Err(std::fs::TryLockError::Error(source)) => Err(TreeLeaseError::Io { what: "lock", path: lock, source }),
+        let lock = git_path(tree, "bootbench-bisect.lock")?;
+        match try_lock(&lock)? {
+            Some(file) => Ok(TreeLock { _file: file }),
+            None => Err(TreeLeaseError::TreeBusy { tree: tree.into(), lock }),
         }
     }
 }
 
-/// git's index lock of `tree` (worktrees have their own).
-fn index_lock(tree: &Path) -> Result<PathBuf, TreeLeaseError> {
-    let p = PathBuf::from(run_git(tree, "find the index lock", &["rev-parse", "--git-path", "index.lock"])?);
+/// Where git keeps `name` for `tree` (`git rev-parse --git-path`: worktrees
+/// have their own).
+fn git_path(tree: &Path, name: &str) -> Result<PathBuf, TreeLeaseError> {
+    let p = PathBuf::from(run_git(tree, "find the git directory", &["rev-parse", "--git-path", name])?);
     Ok(if p.is_absolute() { p } else { tree.join(p) })
+}
+
+/// git's index lock of `tree`.
+fn index_lock(tree: &Path) -> Result<PathBuf, TreeLeaseError> {
+    git_path(tree, "index.lock")
 }
 
 /// Every process of this machine, with its `/proc/PID/stat` fields after
