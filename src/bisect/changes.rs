@@ -248,15 +248,6 @@ pub fn found_changes(
     out
 }
 
-/// The default [`Plan::max_changes`](super::state::Plan::max_changes) on the command line: the first change
-/// and up to two more.
-pub const DEFAULT_MAX_CHANGES: u32 = 3;
-
-/// [`Plan::max_changes`](super::state::Plan::max_changes) of states from before the search: one change.
-pub fn one_change() -> u32 {
-    1
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

@@ -104,7 +104,7 @@ pub struct PlanArgs {
     /// their own ends for the other changes, and every change found is
     /// reported with its share. 1 stops at the first; `bisect-run` (one
     /// step for `git bisect`) ignores it.
-    #[arg(long, default_value_t = crate::bisect::changes::DEFAULT_MAX_CHANGES)]
+    #[arg(long, default_value_t = crate::bisect::state::DEFAULT_MAX_CHANGES)]
     pub max_changes: u32,
     /// perf (a metric) or boot (good boots, bad panics or hangs).
     #[arg(long, default_value = "perf")]
