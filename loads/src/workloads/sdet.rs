@@ -45,6 +45,16 @@ pub enum SdetError {
         #[source]
         source: std::io::Error,
     },
+    /// A command line with more pipeline stages than the shell runs.
+    #[error("command {command} has {stages} pipeline stages; the shell runs at most {MAX_STAGES}: {text}")]
+    TooManyStages {
+        /// Its index in the script.
+        command: usize,
+        /// Its stages.
+        stages: usize,
+        /// The line, as a shell prints it.
+        text: String,
+    },
     /// A path or argument with a NUL byte (cannot be passed to exec).
     #[error("argument {0:?} contains a NUL byte")]
     Nul(String),
@@ -239,11 +249,18 @@ struct Prepared {
     failure: Vec<u8>,
 }
 
+/// The most pipeline stages one command line may have (the forked shell
+/// keeps their pids in a fixed array: it must not allocate).
+pub const MAX_STAGES: usize = 8;
+
 fn prepare(cmds: &[CommandLine], exe: &Path) -> Result<Vec<Prepared>, SdetError> {
     let exe = cstr(exe.as_os_str())?;
     let flag = cstr(OsStr::new(APPLET_FLAG))?;
     let mut out = Vec::with_capacity(cmds.len());
     for (n, c) in cmds.iter().enumerate() {
+        if c.stages.len() > MAX_STAGES {
+            return Err(SdetError::TooManyStages { command: n, stages: c.stages.len(), text: c.display() });
+        }
         let mut argvs = Vec::with_capacity(c.stages.len());
         for st in &c.stages {
             let mut argv = vec![exe.clone(), flag.clone(), cstr(OsStr::new(st.applet))?];
@@ -300,7 +317,7 @@ fn shell(home: &CString, log: &CString, cmds: &[Prepared]) -> ! {
 /// Only for the forked shell: it execs and `_exit`s in children.
 unsafe fn run_line(c: &Prepared, devnull: libc::c_int) -> bool {
     let n = c.argvs.len();
-    let mut pids: [libc::pid_t; 8] = [0; 8];
+    let mut pids: [libc::pid_t; MAX_STAGES] = [0; MAX_STAGES];
     let mut input = devnull;
     let mut ok = true;
     for (i, ptrs) in c.ptrs.iter().enumerate().take(pids.len()) {
@@ -572,6 +589,22 @@ mod tests {
 
     fn base() -> Vec<Unit> {
         base_units(&SdetParams::default(), &["kernel/a.c".into(), "mm/b.c".into()], 11)
+    }
+
+    #[test]
+    fn a_line_longer_than_the_shell_runs_is_refused_not_cut() {
+        let stage = |applet| Stage { applet, args: vec!["x".into()] };
+        let line = |n| CommandLine { stages: (0..n).map(|_| stage("cat")).collect(), stdout: None, ok_codes: &[0] };
+        let exe = Path::new("/init");
+        assert!(prepare(&[line(MAX_STAGES)], exe).is_ok());
+        match prepare(&[line(1), line(MAX_STAGES + 1)], exe) {
+            Err(SdetError::TooManyStages { command: 1, stages, text }) => {
+                assert_eq!(stages, MAX_STAGES + 1);
+                assert_eq!(text.matches(" | ").count(), MAX_STAGES, "{text}");
+            }
+            Ok(_) => panic!("a line of {} stages was accepted", MAX_STAGES + 1),
+            Err(e) => panic!("expected TooManyStages for command 1, got {e}"),
+        }
     }
 
     #[test]
