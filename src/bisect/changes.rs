@@ -13,7 +13,7 @@
 //! running a side's bisection is the caller's (the session with the real
 //! lab, the simulation with its model), so both walk the same search.
 
-use super::sequential_test::{compare_pair, PairComparison, ReferenceModel, SequentialTestError};
+use super::sequential_test::{compare_pair, PairComparison, SequentialTestError};
 use super::state::{BisectState, Mode, Outcome, Role, TestKind, Verdict};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -138,9 +138,7 @@ fn pair_in(
 ) -> Result<PairComparison, SequentialTestError> {
     let good = state.reference_values_near(Role::GoodReference);
     let bad = state.reference_values_near(Role::BadReference);
-    let groups = state.other_groups(0);
-    let groups: Vec<&[f64]> = groups.iter().map(Vec::as_slice).collect();
-    let model = ReferenceModel::estimate(&good, &bad, &groups)?;
+    let model = state.judged_groups(0).model(&good, &bad)?;
     compare_pair(&model, state.plan.variance, earlier, later, confidence)
 }
 

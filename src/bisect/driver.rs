@@ -20,7 +20,7 @@ mod wording;
 use super::history::{History, HistoryError, NextStep};
 use super::journal::Journal;
 use super::lab::Lab;
-use super::sequential_test::{compare_ends, compare_pair, Decision, ReferenceModel};
+use super::sequential_test::{compare_ends, compare_pair, Decision};
 use super::state::{
     short, BootEntry, BuildStatus, Mode, Outcome, Phase, Role, StepPolicy, TestKind, TestRecord, Verdict,
 };
@@ -493,10 +493,8 @@ impl<L: Lab, H: History, J: Journal> Driver<'_, L, H, J> {
         };
         let good = self.state.reference_values_near(Role::GoodReference);
         let bad = self.state.reference_values_near(Role::BadReference);
-        let groups = self.state.other_groups(0);
-        let groups: Vec<&[f64]> = groups.iter().map(Vec::as_slice).collect();
         let alpha = ct.alpha;
-        let compared = ReferenceModel::estimate(&good, &bad, &groups).and_then(|model| {
+        let compared = self.state.judged_groups(0).model(&good, &bad).and_then(|model| {
             let (parent, culprit) = (self.state.test_values(pt.number), self.state.test_values(ct.number));
             compare_pair(&model, self.state.plan.variance, &parent, &culprit, 1.0 - alpha)
         });

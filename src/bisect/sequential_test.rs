@@ -266,12 +266,87 @@ pub struct ReferenceModel {
     pub sigma: f64,
     /// Degrees of freedom of the pooled variance.
     pub df: usize,
+    /// Each end's own σ, when the boots like the good end and those like
+    /// the bad end differ in spread (an F test at [`UNEQUAL_SPREAD_ALPHA`]);
+    /// the test then weighs a candidate's distance from each end by that
+    /// end's σ. None: the pooled σ serves both (and in states written
+    /// before per-end σ).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_end: Option<PerEndSigma>,
+}
+
+/// The F test's level at which the ends' spreads count as unequal: below
+/// it the pooled σ would understate one end's noise (a bad side twice as
+/// noisy made bad commits pass as good 13% of the time at a nominal 3%).
+pub const UNEQUAL_SPREAD_ALPHA: f64 = 0.01;
+
+/// σ of the boots like each end, estimated apart.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PerEndSigma {
+    /// σ of the good end's boots and of the candidates judged good.
+    pub good: f64,
+    /// Its degrees of freedom.
+    pub good_df: usize,
+    /// σ of the bad end's boots and of the candidates judged bad.
+    pub bad: f64,
+    /// Its degrees of freedom.
+    pub bad_df: usize,
+    /// Two-sided p-value of the F test of equal spreads.
+    pub p_equal: f64,
+}
+
+/// Which end of the range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// The good end.
+    Good,
+    /// The bad end.
+    Bad,
+}
+
+/// Groups of boots of one kernel each, by what they were judged like.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OtherGroups<'a> {
+    /// Groups judged like the good end.
+    pub good_like: &'a [&'a [f64]],
+    /// Groups judged like the bad end.
+    pub bad_like: &'a [&'a [f64]],
+    /// Groups with no verdict (they count only towards the pooled σ).
+    pub unjudged: &'a [&'a [f64]],
+}
+
+/// Sum of squares about each group's mean and its degrees of freedom.
+fn within(groups: &[&[f64]]) -> Result<(f64, usize), SequentialTestError> {
+    let (mut ss, mut df) = (0.0, 0);
+    for group in groups {
+        let s = LogSummary::of("candidate", group)?;
+        if s.n > 1 {
+            ss += s.variance * (s.n - 1) as f64;
+            df += s.n - 1;
+        }
+    }
+    Ok((ss, df))
 }
 
 impl ReferenceModel {
     /// Estimates the model from the references' per-boot values and any
     /// other groups of boots of one kernel each (they add to the pooled σ).
+    /// Every other group counts towards the pooled σ only (see
+    /// [`ReferenceModel::estimate_judged`] for per-end σ).
     pub fn estimate(good: &[f64], bad: &[f64], others: &[&[f64]]) -> Result<ReferenceModel, SequentialTestError> {
+        ReferenceModel::estimate_judged(good, bad, OtherGroups { unjudged: others, ..OtherGroups::default() })
+    }
+
+    /// Estimates the model from the references' boots and the other groups
+    /// by what they were judged like: the pooled σ from all of them, and
+    /// each end's own σ (its boots and the groups judged like it) kept
+    /// when an F test finds the two spreads unequal at
+    /// [`UNEQUAL_SPREAD_ALPHA`].
+    pub fn estimate_judged(
+        good: &[f64],
+        bad: &[f64],
+        others: OtherGroups,
+    ) -> Result<ReferenceModel, SequentialTestError> {
         let g = LogSummary::of("good reference", good)?;
         let b = LogSummary::of("bad reference", bad)?;
         for (which, s) in [("good", &g), ("bad", &b)] {
@@ -279,19 +354,30 @@ impl ReferenceModel {
                 return Err(SequentialTestError::TooFewReferenceBoots { which, n: s.n, need: 2 });
             }
         }
-        let mut ss = g.variance * (g.n - 1) as f64 + b.variance * (b.n - 1) as f64;
-        let mut df = g.n - 1 + b.n - 1;
-        for group in others {
-            let s = LogSummary::of("candidate", group)?;
-            if s.n > 1 {
-                ss += s.variance * (s.n - 1) as f64;
-                df += s.n - 1;
-            }
-        }
+        let (gl, gl_df) = within(others.good_like)?;
+        let (bl, bl_df) = within(others.bad_like)?;
+        let (un, un_df) = within(others.unjudged)?;
+        let good_ss = g.variance * (g.n - 1) as f64 + gl;
+        let good_df = g.n - 1 + gl_df;
+        let bad_ss = b.variance * (b.n - 1) as f64 + bl;
+        let bad_df = b.n - 1 + bl_df;
+        let (ss, df) = (good_ss + bad_ss + un, good_df + bad_df + un_df);
         if g.mean == b.mean {
             return Err(SequentialTestError::NoDifference { mean: g.mean });
         }
-        Ok(ReferenceModel { good: g, bad: b, sigma: (ss / df as f64).sqrt(), df })
+        let per_end = unequal_spreads(good_ss / good_df as f64, good_df, bad_ss / bad_df as f64, bad_df);
+        Ok(ReferenceModel { good: g, bad: b, sigma: (ss / df as f64).sqrt(), df, per_end })
+    }
+
+    /// σ² of the boots like `end` as a test uses it (after `bound`), and
+    /// the degrees of freedom it rests on.
+    pub fn variance_of(&self, end: End, bound: VarianceBound) -> (f64, usize) {
+        let (sigma, df) = match (self.per_end, end) {
+            (Some(p), End::Good) => (p.good, p.good_df),
+            (Some(p), End::Bad) => (p.bad, p.bad_df),
+            (None, _) => (self.sigma, self.df),
+        };
+        ((sigma.powi(2) * bound.factor(df)).max(1e-12), df)
     }
 
     /// The regression between the ends as a ratio bad/good of the metric.
@@ -304,6 +390,23 @@ impl ReferenceModel {
     pub fn separation(&self) -> f64 {
         (self.bad.mean - self.good.mean).abs() / self.sigma
     }
+}
+
+/// Each end's σ when the F test of their variances rejects equality.
+fn unequal_spreads(good_var: f64, good_df: usize, bad_var: f64, bad_df: usize) -> Option<PerEndSigma> {
+    if good_df == 0 || bad_df == 0 || !(good_var > 0.0 && bad_var > 0.0) {
+        return None;
+    }
+    let f = statrs::distribution::FisherSnedecor::new(bad_df as f64, good_df as f64).ok()?;
+    let c = f.cdf(bad_var / good_var);
+    let p_equal = (2.0 * c.min(1.0 - c)).min(1.0);
+    (p_equal < UNEQUAL_SPREAD_ALPHA).then(|| PerEndSigma {
+        good: good_var.sqrt(),
+        good_df,
+        bad: bad_var.sqrt(),
+        bad_df,
+        p_equal,
+    })
 }
 
 /// What a test concluded so far.
@@ -339,7 +442,8 @@ pub struct Evaluation {
     /// Where the candidate sits between the ends: 0 at the good mean, 1 at
     /// the bad mean (none before the first boot).
     pub position: Option<f64>,
-    /// σ as the test used it (after the variance bound).
+    /// σ as the test used it (after the variance bound); with per-end σ,
+    /// the larger end's.
     pub sigma_used: f64,
     /// The model it was evaluated against.
     pub model: ReferenceModel,
@@ -376,7 +480,7 @@ pub struct PairComparison {
     pub log_change: f64,
     /// Its standard error.
     pub se: f64,
-    /// Degrees of freedom of the pooled σ.
+    /// Degrees of freedom of σ (Welch's with per-end σ).
     pub df: usize,
     /// One-sided p-value of "no change in the ends' direction".
     pub p_one_sided: f64,
@@ -415,12 +519,23 @@ pub fn compare_pair(
     if delta == 0.0 {
         return Err(SequentialTestError::NoDifference { mean: model.good.mean });
     }
-    // σ bounded as the sequential tests bound it.
-    let var = (model.sigma.powi(2) * variance.factor(model.df)).max(1e-12);
+    // σ bounded as the sequential tests bound it: the earlier commit (the
+    // parent) is taken as like the good end, the later (the culprit) as
+    // like the bad one; with per-end σ the degrees of freedom are Welch's.
+    let (var_g, df_g) = model.variance_of(End::Good, variance);
+    let (var_b, df_b) = model.variance_of(End::Bad, variance);
     let log_change = l.mean - e.mean;
-    let se = (var * (1.0 / e.n as f64 + 1.0 / l.n as f64)).sqrt();
-    let se_ends = (var * (1.0 / model.good.n as f64 + 1.0 / model.bad.n as f64)).sqrt();
-    let t = StudentsT::new(0.0, 1.0, model.df.max(1) as f64).map_err(|_| SequentialTestError::BadRate(confidence))?;
+    let (ve, vl) = (var_g / e.n as f64, var_b / l.n as f64);
+    let se = (ve + vl).sqrt();
+    let se_ends = (var_g / model.good.n as f64 + var_b / model.bad.n as f64).sqrt();
+    let df = match model.per_end {
+        None => model.df,
+        Some(_) => {
+            let welch = (ve + vl).powi(2) / (ve.powi(2) / df_g.max(1) as f64 + vl.powi(2) / df_b.max(1) as f64);
+            (welch.floor() as usize).max(1)
+        }
+    };
+    let t = StudentsT::new(0.0, 1.0, df.max(1) as f64).map_err(|_| SequentialTestError::BadRate(confidence))?;
     // In the ends' direction: a regression of a rate is a negative step.
     let toward = log_change * delta.signum() / se;
     let p_one_sided = 1.0 - t.cdf(toward);
@@ -430,7 +545,7 @@ pub fn compare_pair(
     Ok(PairComparison {
         log_change,
         se,
-        df: model.df,
+        df,
         p_one_sided,
         share,
         share_interval: (share - q * se_share, share + q * se_share),
@@ -449,26 +564,32 @@ pub fn evaluate(model: &ReferenceModel, plan: &TestPlan, candidate: &[f64]) -> R
         logs.push(v.ln());
     }
     let delta = model.bad.mean - model.good.mean;
-    let var = model.sigma.powi(2) * plan.variance.factor(model.df);
-    // Zero spread (identical boots) would make every boot decisive; a floor
-    // of 1e-6 relative keeps the ratio finite without changing real data.
-    let var = var.max(1e-12);
+    // Each end's σ² (the pooled one for both unless their spreads differ),
+    // floored at 1e-12: zero spread (identical boots) would make every boot
+    // decisive.
+    let (var_g, _) = model.variance_of(End::Good, plan.variance);
+    let (var_b, _) = model.variance_of(End::Bad, plan.variance);
     let n = logs.len();
     let (llr, candidate_log_mean, position) = if n == 0 {
         (0.0, None, None)
     } else {
         let (nc, ng, nb) = (n as f64, model.good.n as f64, model.bad.n as f64);
         let m = logs.iter().sum::<f64>() / nc;
-        let wg = ng * nc / (ng + nc);
-        let wb = nb * nc / (nb + nc);
-        let llr = (wg * (m - model.good.mean).powi(2) - wb * (m - model.bad.mean).powi(2)) / (2.0 * var)
-            + 0.5 * ((ng + nc) * nb / ((nb + nc) * ng)).ln();
+        // The variance of x̄ − x̄_G if the candidate is like the good end,
+        // and of x̄ − x̄_B if like the bad end: with one σ this is the
+        // invariant likelihood ratio above (v = σ²/w).
+        let vg = var_g * (1.0 / nc + 1.0 / ng);
+        let vb = var_b * (1.0 / nc + 1.0 / nb);
+        let llr = (m - model.good.mean).powi(2) / (2.0 * vg) - (m - model.bad.mean).powi(2) / (2.0 * vb)
+            + 0.5 * (vg / vb).ln();
         (llr, Some(m), Some((m - model.good.mean) / delta))
     };
     let (upper, lower) = (plan.upper(), plan.lower());
-    let like_end = |m: f64, end: &LogSummary| {
-        let se = (model.sigma.powi(2).max(1e-12) * (1.0 / n as f64 + 1.0 / end.n as f64)).sqrt();
-        StudentsT::new(0.0, 1.0, model.df.max(1) as f64).ok().map(|t| 2.0 * t.cdf(-((m - end.mean) / se).abs()))
+    let plain = |end: End| model.variance_of(end, VarianceBound::PlugIn);
+    let like_end = |m: f64, which: End, end: &LogSummary| {
+        let (var, df) = plain(which);
+        let se = (var * (1.0 / n as f64 + 1.0 / end.n as f64)).sqrt();
+        StudentsT::new(0.0, 1.0, df.max(1) as f64).ok().map(|t| 2.0 * t.cdf(-((m - end.mean) / se).abs()))
     };
     let decision = if n < plan.min_boots as usize {
         Decision::Continue
@@ -482,8 +603,8 @@ pub fn evaluate(model: &ReferenceModel, plan: &TestPlan, candidate: &[f64]) -> R
         Decision::Continue
     };
     let p_like_end = match (decision, candidate_log_mean) {
-        (Decision::Good, Some(m)) => like_end(m, &model.good),
-        (Decision::Bad, Some(m)) => like_end(m, &model.bad),
+        (Decision::Good, Some(m)) => like_end(m, End::Good, &model.good),
+        (Decision::Bad, Some(m)) => like_end(m, End::Bad, &model.bad),
         _ => None,
     };
     // Between the ends: past the good end toward the bad one, and short of
@@ -492,12 +613,13 @@ pub fn evaluate(model: &ReferenceModel, plan: &TestPlan, candidate: &[f64]) -> R
     let p_between = match candidate_log_mean {
         Some(m) if decision != Decision::Continue && delta != 0.0 => {
             let toward = delta.signum();
-            let one_sided = |from: &LogSummary, d: f64| {
-                let se = (model.sigma.powi(2).max(1e-12) * (1.0 / n as f64 + 1.0 / from.n as f64)).sqrt();
-                StudentsT::new(0.0, 1.0, model.df.max(1) as f64).ok().map(|t| 1.0 - t.cdf(d / se))
+            let one_sided = |which: End, from: &LogSummary, d: f64| {
+                let (var, df) = plain(which);
+                let se = (var * (1.0 / n as f64 + 1.0 / from.n as f64)).sqrt();
+                StudentsT::new(0.0, 1.0, df.max(1) as f64).ok().map(|t| 1.0 - t.cdf(d / se))
             };
-            let past_good = one_sided(&model.good, (m - model.good.mean) * toward);
-            let short_of_bad = one_sided(&model.bad, (model.bad.mean - m) * toward);
+            let past_good = one_sided(End::Good, &model.good, (m - model.good.mean) * toward);
+            let short_of_bad = one_sided(End::Bad, &model.bad, (model.bad.mean - m) * toward);
             past_good.zip(short_of_bad).map(|(a, b)| a.max(b))
         }
         _ => None,
@@ -510,7 +632,7 @@ pub fn evaluate(model: &ReferenceModel, plan: &TestPlan, candidate: &[f64]) -> R
         lower,
         candidate_log_mean,
         position,
-        sigma_used: var.sqrt(),
+        sigma_used: var_g.max(var_b).sqrt(),
         model: *model,
         p_like_end,
         p_between,
@@ -571,7 +693,59 @@ mod tests {
             bad: LogSummary { n: 10, mean: bad.ln(), variance: sigma * sigma },
             sigma,
             df: 18,
+            per_end: None,
         }
+    }
+
+    /// Boots spread evenly around `mean` with standard deviation about `sd`
+    /// on the log scale.
+    fn spread(mean: f64, sd: f64, n: usize) -> Vec<f64> {
+        (0..n).map(|i| (mean.ln() + sd * if i % 2 == 0 { 1.0 } else { -1.0 }).exp()).collect()
+    }
+
+    #[test]
+    fn each_end_keeps_its_own_sigma_only_when_the_spreads_differ() {
+        let (good, bad) = (spread(100.0, 0.01, 12), spread(95.0, 0.04, 12));
+        let groups_g: Vec<Vec<f64>> = (0..4).map(|_| spread(100.0, 0.01, 6)).collect();
+        let groups_b: Vec<Vec<f64>> = (0..4).map(|_| spread(95.0, 0.04, 6)).collect();
+        let gl: Vec<&[f64]> = groups_g.iter().map(Vec::as_slice).collect();
+        let bl: Vec<&[f64]> = groups_b.iter().map(Vec::as_slice).collect();
+        let m =
+            ReferenceModel::estimate_judged(&good, &bad, OtherGroups { good_like: &gl, bad_like: &bl, unjudged: &[] })
+                .unwrap();
+        let p = m.per_end.expect("spreads of 1% and 4% differ");
+        assert!((p.good / p.bad - 0.25).abs() < 0.03, "{p:?}");
+        assert_eq!((p.good_df, p.bad_df), (11 + 20, 11 + 20));
+        // Groups without a verdict count only towards the pooled σ.
+        let all: Vec<&[f64]> = gl.iter().chain(&bl).copied().collect();
+        let unjudged = ReferenceModel::estimate(&good, &bad, &all).unwrap();
+        assert_eq!(unjudged.per_end.map(|p| (p.good_df, p.bad_df)), Some((11, 11)));
+        assert_eq!(unjudged.df, 22 + 40);
+        // Equal spreads keep one σ.
+        let even = ReferenceModel::estimate_judged(
+            &good,
+            &spread(95.0, 0.01, 12),
+            OtherGroups { good_like: &gl, ..OtherGroups::default() },
+        )
+        .unwrap();
+        assert_eq!(even.per_end, None);
+    }
+
+    #[test]
+    fn with_per_end_sigma_the_llr_is_the_ratio_of_the_means_densities() {
+        let mut m = model(100.0, 95.0, 0.02);
+        m.per_end = Some(PerEndSigma { good: 0.01, good_df: 30, bad: 0.04, bad_df: 30, p_equal: 0.0 });
+        let xs = [97.4, 97.6];
+        let e = evaluate(&m, &plan(0.01), &xs).unwrap();
+        let x = xs.iter().map(|v: &f64| v.ln()).sum::<f64>() / 2.0;
+        let log_density = |mu: f64, var: f64| -(x - mu).powi(2) / (2.0 * var) - 0.5 * var.ln();
+        let (vg, vb) = (0.01f64.powi(2) * (0.5 + 0.1), 0.04f64.powi(2) * (0.5 + 0.1));
+        let direct = log_density(m.bad.mean, vb) - log_density(m.good.mean, vg);
+        assert!((e.llr - direct).abs() < 1e-9, "{} vs {direct}", e.llr);
+        // Halfway between the means the noisier bad end is the likelier.
+        assert!(e.llr > 0.0, "{}", e.llr);
+        let pooled = evaluate(&model(100.0, 95.0, 0.02), &plan(0.01), &xs).unwrap();
+        assert!(pooled.llr.abs() < e.llr, "pooled {} vs per end {}", pooled.llr, e.llr);
     }
 
     #[test]
@@ -717,7 +891,7 @@ mod tests {
                 |mu: f64, k: usize| -> Vec<f64> { (0..k).map(|_| (mu + noise.sample(&mut rng)).exp()).collect() };
             let g = LogSummary::of("g", &draw(good_mean, 3)).unwrap();
             let b = LogSummary::of("b", &draw(bad_mean, 3)).unwrap();
-            let m = ReferenceModel { good: g, bad: b, sigma, df: 1_000_000 };
+            let m = ReferenceModel { good: g, bad: b, sigma, df: 1_000_000, per_end: None };
             let mut xs = Vec::new();
             loop {
                 xs.extend(draw(good_mean, 1));

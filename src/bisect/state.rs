@@ -7,7 +7,10 @@
 //! it never builds, boots or runs git.
 
 use super::lab_settings::LabSettings;
-use super::sequential_test::{EndsComparison, ErrorBudget, Evaluation, PairComparison, VarianceBound};
+use super::sequential_test::{
+    EndsComparison, ErrorBudget, Evaluation, OtherGroups, PairComparison, ReferenceModel, SequentialTestError,
+    VarianceBound,
+};
 use serde::{Deserialize, Serialize};
 use statrs::statistics::{Data, Median};
 use std::collections::BTreeMap;
@@ -757,6 +760,21 @@ impl BisectState {
         self.tests.iter().filter(|t| t.number != except).map(|t| self.test_values(t.number)).collect()
     }
 
+    /// The boots of every test but `except`, by verdict: those judged like
+    /// the good end, like the bad end, and the rest (running or skipped).
+    pub fn judged_groups(&self, except: u32) -> JudgedGroups {
+        let mut out = JudgedGroups::default();
+        for t in self.tests.iter().filter(|t| t.number != except) {
+            let values = self.test_values(t.number);
+            match t.verdict {
+                Some(Verdict::Good) => out.good_like.push(values),
+                Some(Verdict::Bad) => out.bad_like.push(values),
+                _ => out.unjudged.push(values),
+            }
+        }
+        out
+    }
+
     /// The test with this number.
     pub fn test_mut(&mut self, number: u32) -> Option<&mut TestRecord> {
         self.tests.iter_mut().find(|t| t.number == number)
@@ -774,6 +792,29 @@ impl BisectState {
     /// Candidate boots in all tests.
     pub fn candidate_boots(&self) -> usize {
         self.boots.iter().filter(|b| b.role == Role::Candidate).count()
+    }
+}
+
+/// Groups of candidate boots by their test's verdict (see
+/// [`BisectState::judged_groups`]).
+#[derive(Debug, Clone, Default)]
+pub struct JudgedGroups {
+    /// Tests judged like the good end.
+    pub good_like: Vec<Vec<f64>>,
+    /// Tests judged like the bad end.
+    pub bad_like: Vec<Vec<f64>>,
+    /// Tests with no verdict.
+    pub unjudged: Vec<Vec<f64>>,
+}
+
+impl JudgedGroups {
+    /// The model of `good` and `bad` ends with these groups.
+    pub fn model(&self, good: &[f64], bad: &[f64]) -> Result<ReferenceModel, SequentialTestError> {
+        fn view(g: &[Vec<f64>]) -> Vec<&[f64]> {
+            g.iter().map(Vec::as_slice).collect()
+        }
+        let (gl, bl, un) = (view(&self.good_like), view(&self.bad_like), view(&self.unjudged));
+        ReferenceModel::estimate_judged(good, bad, OtherGroups { good_like: &gl, bad_like: &bl, unjudged: &un })
     }
 }
 

@@ -10,7 +10,7 @@ use super::wording::explain;
 use crate::bisect::history::History;
 use crate::bisect::journal::Journal;
 use crate::bisect::lab::Lab;
-use crate::bisect::sequential_test::{evaluate, Decision, Evaluation, ReferenceModel, TestPlan};
+use crate::bisect::sequential_test::{evaluate, Decision, End, Evaluation, ReferenceModel, TestPlan};
 use crate::bisect::state::{now, short, BootEntry, BuildStatus, Mode, Role, StepPolicy, TestKind, TestRecord, Verdict};
 use serde_json::json;
 
@@ -189,7 +189,7 @@ impl<L: Lab, H: History, J: Journal> Driver<'_, L, H, J> {
         }
         let nr = model.good.n.min(model.bad.n) as f64;
         let cap = f64::from(plan.max_boots);
-        let var = (model.sigma.powi(2) * plan.variance.factor(model.df)).max(1e-12);
+        let var = model.variance_of(End::Good, plan.variance).0.max(model.variance_of(End::Bad, plan.variance).0);
         let delta = model.bad.mean - model.good.mean;
         let w = nr * cap / (nr + cap);
         let attainable = w * delta * delta / (2.0 * var);
@@ -204,9 +204,7 @@ impl<L: Lab, H: History, J: Journal> Driver<'_, L, H, J> {
             let values = self.state.test_values(number);
             let good = self.state.reference_values_near(Role::GoodReference);
             let bad = self.state.reference_values_near(Role::BadReference);
-            let others = self.state.other_groups(number);
-            let others: Vec<&[f64]> = others.iter().map(Vec::as_slice).collect();
-            let model = ReferenceModel::estimate(&good, &bad, &others)?;
+            let model = self.state.judged_groups(number).model(&good, &bad)?;
             let plan = self.test_plan(&t);
             let mut eval = evaluate(&model, &plan, &values)?;
             if let StepPolicy::Fixed { .. } = self.state.plan.policy {

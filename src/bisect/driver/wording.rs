@@ -16,14 +16,22 @@ pub fn explain(e: &Evaluation) -> String {
             format!("Λ = {:.2} between ln β = {:.2} and ln(1/α) = {:.2}", e.llr, e.lower, e.upper)
         }
     };
+    let sigma = match e.model.per_end {
+        Some(p) => format!(
+            "σ good {:.2}%, bad {:.2}%: the ends' spreads differ, F test p = {:.2e}",
+            100.0 * p.good,
+            100.0 * p.bad,
+            p.p_equal
+        ),
+        None => format!("σ {:.2}%", 100.0 * e.sigma_used),
+    };
     format!(
-        "{verdict} after {} boot(s); mean {} is {:.0}% of the way from good {} to bad {} (σ {:.2}%)",
+        "{verdict} after {} boot(s); mean {} is {:.0}% of the way from good {} to bad {} ({sigma})",
         e.n,
         fmt_value(c),
         100.0 * e.position.unwrap_or(f64::NAN),
         fmt_value(g),
         fmt_value(b),
-        100.0 * e.sigma_used
     )
 }
 
@@ -37,5 +45,27 @@ pub fn fmt_value(v: f64) -> String {
         format!("{v:.2}")
     } else {
         format!("{v:.4}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bisect::sequential_test::{evaluate, LogSummary, PerEndSigma, ReferenceModel, TestPlan, VarianceBound};
+
+    #[test]
+    fn a_test_with_each_ends_sigma_says_so() {
+        let mut model = ReferenceModel {
+            good: LogSummary { n: 10, mean: 100f64.ln(), variance: 1e-4 },
+            bad: LogSummary { n: 10, mean: 95f64.ln(), variance: 1.6e-3 },
+            sigma: 0.03,
+            df: 18,
+            per_end: None,
+        };
+        let plan = TestPlan { alpha: 0.01, beta: 0.01, min_boots: 1, max_boots: 10, variance: VarianceBound::PlugIn };
+        assert!(explain(&evaluate(&model, &plan, &[99.0]).unwrap()).ends_with("(σ 3.00%)"));
+        model.per_end = Some(PerEndSigma { good: 0.01, good_df: 9, bad: 0.04, bad_df: 9, p_equal: 2e-4 });
+        let text = explain(&evaluate(&model, &plan, &[99.0]).unwrap());
+        assert!(text.ends_with("(σ good 1.00%, bad 4.00%: the ends' spreads differ, F test p = 2.00e-4)"), "{text}");
     }
 }
