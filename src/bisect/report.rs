@@ -474,46 +474,12 @@ pub fn render_text(r: &Report) -> String {
             "changes in the range: {} (each against its parent, and its share of the ends' whole change):",
             r.changes.len()
         );
-        for ChangeSummary { commit, change: c } in &r.changes {
-            let (lo, hi) = c.share_interval;
-            let subject = if commit.subject.is_empty() { String::new() } else { format!(" \"{}\"", commit.subject) };
-            let _ = writeln!(
-                out,
-                "  {}{subject}: {:+.2}% against its parent {} (one-sided p = {:.2e}); {:.0}% of the change ({:.0}% interval {:.0}% to {:.0}%)",
-                short(&commit.sha),
-                c.change_pct,
-                short(&c.parent),
-                c.p_one_sided,
-                100.0 * c.share,
-                100.0 * c.confidence,
-                100.0 * lo,
-                100.0 * hi
-            );
+        for c in &r.changes {
+            let _ = writeln!(out, "  {}", change_line(c));
         }
-        let boots: usize = r.searches.iter().map(|s| s.boots).sum();
-        let _ = writeln!(out, "searched for the rest of the change: {} side(s), {boots} boots more", r.searches.len());
+        let _ = writeln!(out, "{}", searched_line(r));
         for s in &r.searches {
-            let found = match &s.outcome {
-                Some(Outcome::Confirmed { culprit, .. }) => format!("found {}", short(culprit)),
-                Some(Outcome::Unconfirmed { culprit, reason }) => {
-                    format!("named {} but did not confirm it: {reason}", short(culprit))
-                }
-                Some(Outcome::Split { at, .. }) => format!("split again at {}", short(at)),
-                Some(Outcome::Ambiguous { candidates }) => format!(
-                    "no single commit: one of {}",
-                    candidates.iter().map(|c| short(c)).collect::<Vec<_>>().join(", ")
-                ),
-                Some(Outcome::Failed { reason }) => format!("nothing found: {reason}"),
-                None => "still running".into(),
-            };
-            let _ = writeln!(
-                out,
-                "  {}..{} ({} boots{}): {found}",
-                short(&s.good),
-                short(&s.bad),
-                s.boots,
-                s.evidence_p.map(|p| format!(", sent there at p = {p:.2e}")).unwrap_or_default()
-            );
+            let _ = writeln!(out, "  {}", search_line(s));
         }
     }
     for t in r.tests.iter().filter(|t| t.between_ends.is_some()) {
@@ -704,10 +670,56 @@ pub fn range_plot(state: &BisectState) -> Result<String, ReportError> {
     Ok(svg)
 }
 
-/// The HTML report: one self-contained page (inline CSS and SVG, nothing
-/// fetched).
-pub fn render_html(state: &BisectState) -> Result<String, ReportError> {
-    let r = build(state);
+/// One change found in the range, as the reports print it.
+fn change_line(ChangeSummary { commit, change: c }: &ChangeSummary) -> String {
+    let (lo, hi) = c.share_interval;
+    let subject = if commit.subject.is_empty() { String::new() } else { format!(" \"{}\"", commit.subject) };
+    format!(
+        "{}{subject}: {:+.2}% against its parent {} (one-sided p = {:.2e}); {:.0}% of the change ({:.0}% interval {:.0}% to {:.0}%)",
+        short(&commit.sha),
+        c.change_pct,
+        short(&c.parent),
+        c.p_one_sided,
+        100.0 * c.share,
+        100.0 * c.confidence,
+        100.0 * lo,
+        100.0 * hi
+    )
+}
+
+/// The heading of the sides searched.
+fn searched_line(r: &Report) -> String {
+    let boots: usize = r.searches.iter().map(|s| s.boots).sum();
+    format!("searched for the rest of the change: {} side(s), {boots} boots more", r.searches.len())
+}
+
+/// One side searched, as the reports print it.
+fn search_line(s: &SearchSummary) -> String {
+    let found = match &s.outcome {
+        Some(Outcome::Confirmed { culprit, .. }) => format!("found {}", short(culprit)),
+        Some(Outcome::Unconfirmed { culprit, reason }) => {
+            format!("named {} but did not confirm it: {reason}", short(culprit))
+        }
+        Some(Outcome::Split { at, .. }) => format!("split again at {}", short(at)),
+        Some(Outcome::Ambiguous { candidates }) => {
+            format!("no single commit: one of {}", candidates.iter().map(|c| short(c)).collect::<Vec<_>>().join(", "))
+        }
+        Some(Outcome::Failed { reason }) => format!("nothing found: {reason}"),
+        None => "still running".into(),
+    };
+    format!(
+        "{}..{} ({} boots{}): {found}",
+        short(&s.good),
+        short(&s.bad),
+        s.boots,
+        s.evidence_p.map(|p| format!(", sent there at p = {p:.2e}")).unwrap_or_default()
+    )
+}
+
+/// The HTML report of `state`, whose report (with the search for its
+/// other changes, if any) is `r`: one self-contained page (inline CSS and
+/// SVG, nothing fetched).
+pub fn render_html(state: &BisectState, r: &Report) -> Result<String, ReportError> {
     let mut out = String::new();
     let title = match &r.metric {
         Some(m) => format!("bootbench bisect: {m}"),
@@ -723,7 +735,7 @@ pub fn render_html(state: &BisectState) -> Result<String, ReportError> {
         escape(&title),
         escape(&title)
     );
-    let _ = writeln!(out, "<p class=\"headline\" id=\"outcome\">{}</p>", escape(&headline(&r)));
+    let _ = writeln!(out, "<p class=\"headline\" id=\"outcome\">{}</p>", escape(&headline(r)));
     let _ = writeln!(
         out,
         "<p>{} commits from good <code>{}</code> to bad <code>{}</code>. Error budget: at most {:.1}% wrong culprits over {} planned tests.</p>",
@@ -751,6 +763,21 @@ pub fn render_html(state: &BisectState) -> Result<String, ReportError> {
         "<p>Cost: {} boots ({} of candidates, {} of the ends, {} failed), {} builds ({} unusable).</p>",
         r.boots, r.candidate_boots, r.reference_boots, r.failed_boots, r.builds, r.unusable_builds
     );
+    if !r.searches.is_empty() {
+        let _ = writeln!(
+            out,
+            "<h2>Changes in the range: {}</h2>\n<p>Each against its parent, and its share of the ends' whole change.</p>\n<ul id=\"changes\">",
+            r.changes.len()
+        );
+        for c in &r.changes {
+            let _ = writeln!(out, "<li>{}</li>", escape(&change_line(c)));
+        }
+        let _ = writeln!(out, "</ul>\n<p>{}</p>\n<ul id=\"searches\">", escape(&searched_line(r)));
+        for s in &r.searches {
+            let _ = writeln!(out, "<li>{}</li>", escape(&search_line(s)));
+        }
+        out.push_str("</ul>\n");
+    }
     if state.plan.mode == Mode::Perf {
         let _ = writeln!(out, "<figure id=\"metric-plot\">{}</figure>", metric_plot(state)?);
     }
@@ -868,12 +895,21 @@ mod tests {
         let share = json["changes"][1]["share"].as_f64().unwrap();
         assert!((0.3..0.7).contains(&share), "{share}");
         assert_eq!(json["searches"].as_array().unwrap().len(), searched.len());
+        let html = render_html(&root, &r).unwrap();
+        let list = |id: &str| {
+            let start = html.find(&format!("<ul id=\"{id}\">")).unwrap_or_else(|| panic!("no list {id}: {html}"));
+            html[start..].split("</ul>").next().unwrap_or_default().matches("<li>").count()
+        };
+        assert_eq!((list("changes"), list("searches")), (2, searched.len()), "{html}");
+        assert!(html.contains("Changes in the range: 2") && html.contains("c0000030"), "{html}");
+        let one = render_html(&root, &build(&root)).unwrap();
+        assert!(!one.contains("id=\"changes\""), "a report without searches lists no changes");
     }
 
     #[test]
     fn html_is_self_contained_with_both_plots() {
         let state = finished();
-        let html = render_html(&state).unwrap();
+        let html = render_html(&state, &build(&state)).unwrap();
         assert!(html.starts_with("<!DOCTYPE html>"));
         assert_eq!(html.matches("<svg").count(), 2, "two inline plots");
         assert!(html.contains("along the bisection path") && html.contains("good end:") && html.contains("bad end:"));
@@ -892,7 +928,7 @@ mod tests {
         if let Some(c) = state.commits.get_mut(&tested) {
             c.subject = "<script>alert(1)</script> & co".into();
         }
-        let html = render_html(&state).unwrap();
+        let html = render_html(&state, &build(&state)).unwrap();
         assert!(!html.contains("<script>alert"));
         assert!(html.contains("&lt;script&gt;"));
     }

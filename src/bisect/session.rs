@@ -248,7 +248,7 @@ fn write_reports(state: &BisectState, searched: &[changes::Searched], prefix: &P
     for (path, body) in [
         (with(".txt"), text.clone()),
         (with(".json"), report::render_json(&r)?),
-        (with(".html"), report::render_html(state)?),
+        (with(".html"), report::render_html(state, &r)?),
     ] {
         std::fs::write(&path, body).with_context(|| format!("cannot write report {}", path.display()))?;
     }
