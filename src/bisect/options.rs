@@ -39,9 +39,96 @@ fn parse_variance(s: &str) -> anyhow::Result<VarianceBound> {
     }
 }
 
-/// The statistical options shared by `bisect`, `bisect-run` and `bisect-sim`.
-#[derive(Debug, Clone, clap::Args)]
+/// The statistical options shared by `bisect`, `bisect-run` and
+/// `bisect-sim`, with the ones the command line gave.
+#[derive(Debug, Clone)]
 pub struct PlanArgs {
+    /// Their values (the defaults where not given).
+    pub options: PlanOptions,
+    /// The long names of the options given on the command line (`bisect
+    /// --resume` refuses one whose value differs from the state's plan).
+    pub given: Vec<String>,
+}
+
+impl clap::FromArgMatches for PlanArgs {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let given = <PlanOptions as clap::Args>::augment_args(clap::Command::new("plan"))
+            .get_arguments()
+            .filter(|a| m.value_source(a.get_id().as_str()) == Some(clap::parser::ValueSource::CommandLine))
+            .map(|a| a.get_long().unwrap_or(a.get_id().as_str()).to_string())
+            .collect();
+        Ok(PlanArgs { options: PlanOptions::from_arg_matches(m)?, given })
+    }
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = PlanArgs::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl clap::Args for PlanArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        PlanOptions::augment_args(cmd)
+    }
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        PlanOptions::augment_args_for_update(cmd)
+    }
+}
+
+impl PlanArgs {
+    /// The plan these options describe.
+    pub fn plan(&self) -> anyhow::Result<Plan> {
+        self.options.plan()
+    }
+
+    /// The options given on the command line whose values differ from
+    /// `stored`'s: (`--flag`, given, stored).
+    pub fn differing_from(&self, stored: &Plan) -> anyhow::Result<Vec<(String, String, String)>> {
+        let given = self.plan()?;
+        Ok(self
+            .given
+            .iter()
+            .filter_map(|flag| {
+                let (g, s) = (plan_value(&given, flag)?, plan_value(stored, flag)?);
+                (g != s).then(|| (format!("--{flag}"), g, s))
+            })
+            .collect())
+    }
+}
+
+/// A plan's value of the option `flag` (its long name), as text.
+fn plan_value(p: &Plan, flag: &str) -> Option<String> {
+    let pct = |v: f64| {
+        let t = format!("{:.6}", 100.0 * v);
+        format!("{}%", t.trim_end_matches('0').trim_end_matches('.'))
+    };
+    Some(match flag {
+        "metric" => p.metric.clone(),
+        "threshold" => pct(p.threshold),
+        "wrong-culprit-rate" => pct(p.wrong_culprit_rate),
+        "step-rate" => p.step_rate.map_or("union".into(), pct),
+        "max-boots" => p.max_boots.to_string(),
+        "min-boots" => p.min_boots.to_string(),
+        "reference-boots" => p.reference_boots.to_string(),
+        "max-reference-boots" => p.max_reference_boots.to_string(),
+        "reference-cap" => p.reference_cap.to_string(),
+        "ends-alpha" => pct(p.ends_alpha),
+        "reference-every" => p.reference_every.to_string(),
+        "reference-window" => p.reference_window.to_string(),
+        "variance" => match p.variance {
+            VarianceBound::PlugIn => "plugin".into(),
+            VarianceBound::Upper(c) => format!("upper:{c}"),
+        },
+        "max-revisions" => p.max_revisions.to_string(),
+        "max-changes" => p.max_changes.to_string(),
+        "mode" => format!("{:?}", p.mode).to_lowercase(),
+        "boot-tries" => p.boot_tries.to_string(),
+        _ => return None,
+    })
+}
+
+/// The values of the statistical options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PlanOptions {
     /// The metric to bisect, WORKLOAD.METRIC.
     #[arg(long, default_value = "fork.fork_rate")]
     pub metric: String,
@@ -114,7 +201,7 @@ pub struct PlanArgs {
     pub boot_tries: u32,
 }
 
-impl PlanArgs {
+impl PlanOptions {
     /// The plan these options describe.
     pub fn plan(&self) -> anyhow::Result<Plan> {
         if self.max_boots == 0 || self.max_boots < self.min_boots {
@@ -169,6 +256,37 @@ impl PlanArgs {
 
 #[cfg(test)]
 mod tests {
+    #[derive(clap::Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        plan: PlanArgs,
+    }
+
+    fn parsed(args: &[&str]) -> PlanArgs {
+        <Cmd as clap::Parser>::try_parse_from(std::iter::once("bisect").chain(args.iter().copied())).unwrap().plan
+    }
+
+    #[test]
+    fn a_resume_names_each_option_given_that_differs_from_the_plan_it_started_with() {
+        let stored = parsed(&["--max-changes", "3", "--threshold", "2%"]).plan().unwrap();
+        assert_eq!(parsed(&[]).given, Vec::<String>::new(), "defaults are not given");
+        assert!(parsed(&[]).differing_from(&stored).unwrap().is_empty());
+        let same = parsed(&["--max-changes", "3", "--threshold", "2%"]);
+        assert_eq!(same.given, ["threshold", "max-changes"]);
+        assert!(same.differing_from(&stored).unwrap().is_empty(), "the same values are no change");
+        let other = parsed(&["--max-changes", "1", "--threshold", "7%", "--reference-window", "0"]);
+        assert_eq!(
+            other.differing_from(&stored).unwrap(),
+            [("--threshold".into(), "7%".into(), "2%".into()), ("--max-changes".into(), "1".into(), "3".into())]
+        );
+        // Every option of the plan has its value here.
+        let every = <PlanOptions as clap::Args>::augment_args(clap::Command::new("plan"));
+        for a in every.get_arguments() {
+            let flag = a.get_long().unwrap();
+            assert!(plan_value(&stored, flag).is_some(), "--{flag} is not compared on --resume");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -171,13 +171,16 @@ fn start(args: &BisectArgs) -> anyhow::Result<BisectState> {
 }
 
 fn check_resume_args(args: &BisectArgs, state: &BisectState) -> anyhow::Result<()> {
-    let Some(lab) = &state.lab else { bail!("{} has no lab settings (a simulation's state?)", args.state.display()) };
     let differs = |flag: &str, given: String, stored: String| {
         anyhow::anyhow!(
             "--resume continues the bisection in {} as it was started, but {flag} differs (started with '{stored}', given '{given}'); leave it out",
             args.state.display()
         )
     };
+    if let Some((flag, given, stored)) = args.plan.differing_from(&state.plan)?.into_iter().next() {
+        return Err(differs(&flag, given, stored));
+    }
+    let Some(lab) = &state.lab else { bail!("{} has no lab settings (a simulation's state?)", args.state.display()) };
     if let Some(t) = &args.tree {
         if absolute(t)? != lab.tree {
             return Err(differs("--tree", t.display().to_string(), lab.tree.display().to_string()));
@@ -496,6 +499,29 @@ mod tests {
         // Another side, another file.
         let other = changes::Side { good: "b".repeat(40), bad: "c".repeat(40) };
         assert_ne!(side_state_path(Path::new("/x/bisect/state.json"), &other), p);
+    }
+
+    #[test]
+    fn a_resume_refuses_a_plan_option_that_differs_from_the_states() {
+        #[derive(clap::Parser)]
+        struct Cmd {
+            #[command(flatten)]
+            bisect: BisectArgs,
+        }
+        let args = |extra: &[&str]| {
+            let words = ["bisect", "--resume", "--state", "/x/state.json"].into_iter().chain(extra.iter().copied());
+            <Cmd as clap::Parser>::try_parse_from(words).unwrap().bisect
+        };
+        let (root, _, _) = changes::tests::bisect(10, 0.10, None, 1);
+        assert_eq!(root.plan.max_changes, 3);
+        let e = check_resume_args(&args(&["--max-changes", "1"]), &root).unwrap_err().to_string();
+        assert!(e.contains("--max-changes differs (started with '3', given '1')"), "{e}");
+        // The same value, or none, passes on to the lab's checks (this
+        // state, a simulation's, has no lab).
+        for extra in [&["--max-changes", "3"][..], &[]] {
+            let e = check_resume_args(&args(extra), &root).unwrap_err().to_string();
+            assert!(e.contains("has no lab settings"), "{extra:?}: {e}");
+        }
     }
 
     #[test]

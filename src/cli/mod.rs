@@ -65,7 +65,7 @@ pub enum Command {
         args: Vec<String>,
     },
     /// Measure the bisection strategy on synthetic noisy histories.
-    BisectSim(bisect_sim::SimArgs),
+    BisectSim(Box<bisect_sim::SimArgs>),
     /// Measure the appliance's own cost: image sizes, boot-to-init and
     /// init-to-workload times, PID 1's wake-ups, run wall time, fork-rate CV.
     Overhead(OverheadOptions),
