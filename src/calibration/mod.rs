@@ -13,6 +13,7 @@ pub mod sources;
 use crate::compare::samples::{self, MetricKey, SampleError};
 use crate::compare::{test_metric, verdict, Method, Settings, Verdict};
 use crate::results::BootRecord;
+use crate::stats::boot_order::{self, BootOrder};
 use crate::stats::drift::{iteration_drift, IterationDrift};
 use crate::stats::multiple_testing::adjust;
 use crate::stats::power::{self, BootsNeeded, PowerError};
@@ -46,6 +47,15 @@ pub enum CalibrationError {
     /// No splits asked for.
     #[error("--splits must be at least 1")]
     NoSplits,
+    /// The boot-order checks failed.
+    #[error("boot-order checks of metric {metric}")]
+    BootOrder {
+        /// The metric.
+        metric: String,
+        /// Why.
+        #[source]
+        source: boot_order::BootOrderError,
+    },
     /// The power calculation failed.
     #[error("power calculation for metric {metric}")]
     Power {
@@ -92,6 +102,23 @@ pub struct MetricCalibration {
     pub min_detectable_pct: Option<f64>,
     /// Boots per kernel to detect a change of the threshold.
     pub boots_for_threshold: Option<BootsNeeded>,
+    /// Drift and dependence across the boots in the order they ran (what
+    /// the random splits cannot see).
+    pub boot_order: BootOrder,
+}
+
+/// A check of boot order that rejected after Holm's correction over every
+/// metric's four checks.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OrderFlag {
+    /// Workload and metric.
+    pub metric: String,
+    /// The check: trend, lag-1, halves or odd/even.
+    pub check: &'static str,
+    /// Its figure (see [`crate::stats::boot_order::OrderCheck`]).
+    pub estimate: f64,
+    /// Its Holm-adjusted p-value.
+    pub p_adjusted: f64,
 }
 
 /// A whole calibration.
@@ -115,6 +142,9 @@ pub struct Calibration {
     pub any_false_change: RateInterval,
     /// Per metric.
     pub metrics: Vec<MetricCalibration>,
+    /// The boot-order checks that rejected (Holm over all metrics' checks
+    /// at 1 − confidence): any one makes the machine unfit for A/B runs.
+    pub order_flags: Vec<OrderFlag>,
 }
 
 fn rms(values: impl Iterator<Item = f64>) -> f64 {
@@ -216,6 +246,8 @@ pub fn analyse(
             // No spread at all: any change is visible with 2 boots.
             (Some(0.0), Some(BootsNeeded::Boots(2)))
         };
+        let order = boot_order::check(&means[i], settings.confidence)
+            .map_err(|source| CalibrationError::BootOrder { metric: metric_name.clone(), source })?;
         metrics.push(MetricCalibration {
             key: (*key).clone(),
             unit: series.unit.clone(),
@@ -229,8 +261,10 @@ pub fn analyse(
             excludes_zero: rate(excludes_zero[i]),
             min_detectable_pct: mdp,
             boots_for_threshold: need,
+            boot_order: order,
         });
     }
+    let order_flags = order_flags(&metrics, alpha);
     Ok(Calibration {
         settings,
         boots: n,
@@ -241,7 +275,27 @@ pub fn analyse(
         for_boots,
         any_false_change: rate(any),
         metrics,
+        order_flags,
     })
+}
+
+/// Holm over every metric's four boot-order checks at `alpha`: those that
+/// reject.
+fn order_flags(metrics: &[MetricCalibration], alpha: f64) -> Vec<OrderFlag> {
+    let all: Vec<(String, &'static str, f64, f64)> = metrics
+        .iter()
+        .flat_map(|m| {
+            let name = format!("{} {}", m.key.workload.name, m.key.metric);
+            m.boot_order.checks().map(|(check, c)| (name.clone(), check, c.estimate, c.p_value))
+        })
+        .collect();
+    let p: Vec<f64> = all.iter().map(|a| a.3).collect();
+    let adjusted = adjust(&p, alpha, crate::stats::multiple_testing::Correction::Holm);
+    all.into_iter()
+        .zip(adjusted)
+        .filter(|(_, a)| a.rejected)
+        .map(|((metric, check, estimate, _), a)| OrderFlag { metric, check, estimate, p_adjusted: a.p_adjusted })
+        .collect()
 }
 
 fn fmt_rate(r: &RateInterval) -> String {
@@ -340,6 +394,61 @@ pub fn render(c: &Calibration, what: &str) -> String {
         100.0 * POWER,
         s.threshold_pct
     );
+    let _ = writeln!(
+        out,
+        "\nBoots in the order they ran (what random splits cannot see): trend = drift from the first boot to the last \
+         ({:.0}% interval); lag-1 = autocorrelation of neighbouring boots (Ljung-Box); halves = second half against the \
+         first; odd/even = even boots against odd ones (an interleaved A/B run's split). p-values as computed; * = \
+         rejected after Holm over all {} checks at {:.0}%.",
+        100.0 * s.confidence,
+        4 * c.metrics.len(),
+        100.0 * (1.0 - s.confidence)
+    );
+    for m in &c.metrics {
+        let o = &m.boot_order;
+        let name = format!("{} {}", m.key.workload.name, m.key.metric);
+        let star = |check: &str| {
+            if c.order_flags.iter().any(|f| f.metric == name && f.check == check) {
+                "*"
+            } else {
+                " "
+            }
+        };
+        let _ = writeln!(
+            out,
+            "{:<28} trend {:+.2}% [{:+.2}, {:+.2}] p {:.2e}{}  lag-1 {:+.2} p {:.2e}{}  halves {:+.2}% p {:.2e}{}  odd/even {:+.2}% p {:.2e}{}",
+            name,
+            o.trend.estimate,
+            o.trend_interval.0,
+            o.trend_interval.1,
+            o.trend.p_value,
+            star("trend"),
+            o.lag1.estimate,
+            o.lag1.p_value,
+            star("lag-1"),
+            o.halves.estimate,
+            o.halves.p_value,
+            star("halves"),
+            o.odd_even.estimate,
+            o.odd_even.p_value,
+            star("odd/even")
+        );
+    }
+    if c.order_flags.is_empty() {
+        let _ = writeln!(out, "No drift or dependence between boots found.");
+    } else {
+        let _ = writeln!(
+            out,
+            "This machine is not fit for A/B runs: boots drift or depend on each other ({}). A comparison's \
+             intervals assume independent boots; find the cause (other load, thermal or frequency changes, a clock \
+             source) or use --clock icount.",
+            c.order_flags
+                .iter()
+                .map(|f| format!("{} {} p = {:.2e}", f.metric, f.check, f.p_adjusted))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
     let drifting: Vec<String> = c
         .metrics
         .iter()
@@ -429,6 +538,18 @@ mod tests {
         let rate = c.metrics.iter().find(|m| m.key.metric == "fork_rate").unwrap();
         assert!(rate.cv_between_boots_pct > 4.0, "{rate:?}");
         assert!(rate.min_detectable_pct.unwrap() > 4.0);
+        // The random splits hardly see it; the order checks must.
+        let flagged: Vec<&str> =
+            c.order_flags.iter().filter(|f| f.metric == "fork fork_rate").map(|f| f.check).collect();
+        assert!(flagged.contains(&"trend") && flagged.contains(&"halves"), "{:?}", c.order_flags);
+        let (lo, hi) = rate.boot_order.trend_interval;
+        assert!(lo < 20.9 && 20.9 < hi, "1% per boot over 19 boots is +20.9%: [{lo}, {hi}]");
+        let text = render(&c, "test kernel");
+        assert!(text.contains("This machine is not fit for A/B runs: boots drift"), "{text}");
+        // Boots without drift are not flagged.
+        let steady = analyse(&aa_boots(20, 3), Settings::default(), 30, 1, 10, None, false).unwrap();
+        assert!(steady.order_flags.is_empty(), "{:?}", steady.order_flags);
+        assert!(render(&steady, "k").contains("No drift or dependence between boots found."));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! Reference values in the tests were computed independently with SciPy
 //! (statsmodels for the drift's ANOVA); each test cites the command used.
 
+pub mod boot_order;
 pub mod drift;
 pub mod fieller;
 pub mod multiple_testing;
