@@ -9,6 +9,7 @@
 //! threshold needs. Owns the analysis; where the boots come from is [`sources`]'s.
 
 pub mod sources;
+pub mod verdict_power;
 
 use crate::compare::samples::{self, MetricKey, SampleError};
 use crate::compare::{test_metric, verdict, Method, Settings, Verdict};
@@ -23,6 +24,7 @@ use loads::schema::Better;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::Serialize;
+use verdict_power::VerdictPower;
 
 /// The fewest boots a calibration accepts: with fewer, each half has too
 /// few boots for the false-positive rate to mean much.
@@ -105,6 +107,10 @@ pub struct MetricCalibration {
     /// Drift and dependence across the boots in the order they ran (what
     /// the random splits cannot see).
     pub boot_order: BootOrder,
+    /// How often `compare`'s verdict says `worse` for a true change, under
+    /// its rule and the correction over this calibration's metrics; None
+    /// without a spread on the log scale.
+    pub verdict_power: Option<VerdictPower>,
 }
 
 /// A check of boot order that rejected after Holm's correction over every
@@ -248,6 +254,8 @@ pub fn analyse(
         };
         let order = boot_order::check(&means[i], settings.confidence)
             .map_err(|source| CalibrationError::BootOrder { metric: metric_name.clone(), source })?;
+        let verdict_power = (sd_log.is_finite() && sd_log > 0.0)
+            .then(|| verdict_power::verdict_power(sd_log, &settings, keys.len(), series.better, for_boots, seed));
         metrics.push(MetricCalibration {
             key: (*key).clone(),
             unit: series.unit.clone(),
@@ -262,6 +270,7 @@ pub fn analyse(
             min_detectable_pct: mdp,
             boots_for_threshold: need,
             boot_order: order,
+            verdict_power,
         });
     }
     let order_flags = order_flags(&metrics, alpha);
@@ -396,6 +405,37 @@ pub fn render(c: &Calibration, what: &str) -> String {
     );
     let _ = writeln!(
         out,
+        "\nVerdict power: how often `compare` says 'worse' for a true change in the bad direction, under its own rule \
+         (the interval excludes 0 and the estimate lies past ±{}%), with each metric's interval at the level {} over \
+         {} metric(s) gives it when it alone changed ({} seeded comparisons per figure). MDC above is significance \
+         alone; at a true change of the threshold the estimate lies past it only about half the time.",
+        s.threshold_pct,
+        s.correction,
+        c.metrics.len(),
+        verdict_power::RUNS
+    );
+    for m in &c.metrics {
+        let Some(v) = &m.verdict_power else { continue };
+        let at =
+            v.at_threshold.iter().map(|(n, r)| format!("{n} boots {:.0}%", 100.0 * r)).collect::<Vec<_>>().join(", ");
+        let target = match v.change_for_target {
+            Some(c) => format!(
+                "{:.0}% of the time needs a true change of {c:.2}% at {} boots",
+                100.0 * verdict_power::TARGET,
+                v.boots
+            ),
+            None => format!("{:.0}% is out of reach at {} boots", 100.0 * verdict_power::TARGET, v.boots),
+        };
+        let _ = writeln!(
+            out,
+            "{:<28} worse for a true {}{}%: {at}; {target}",
+            format!("{} {}", m.key.workload.name, m.key.metric),
+            if m.better == Better::Higher { "-" } else { "+" },
+            s.threshold_pct
+        );
+    }
+    let _ = writeln!(
+        out,
         "\nBoots in the order they ran (what random splits cannot see): trend = drift from the first boot to the last \
          ({:.0}% interval); lag-1 = autocorrelation of neighbouring boots (Ljung-Box); halves = second half against the \
          first; odd/even = even boots against odd ones (an interleaved A/B run's split). p-values as computed; * = \
@@ -521,6 +561,13 @@ mod tests {
             text.contains("fork fork_rate ↑") && text.contains("any metric") && text.contains("400 random half-splits"),
             "{text}"
         );
+        // About 1% noise: at the threshold about half the comparisons say
+        // worse, and 80% needs a larger true change.
+        let v = rate.verdict_power.as_ref().unwrap();
+        assert_eq!(v.at_threshold.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [6, 10]);
+        assert!(v.at_threshold.iter().all(|(_, r)| *r <= 0.55), "{v:?}");
+        assert!(v.change_for_target.unwrap() > 2.0, "{v:?}");
+        assert!(text.contains("fork fork_rate") && text.contains("worse for a true -2%: 6 boots"), "{text}");
     }
 
     #[test]
