@@ -45,7 +45,12 @@
 //! σ is pooled from every group of boots of one kernel (ends and candidates
 //! alike) and, early on, inflated to an upper confidence bound
 //! ([`VarianceBound`]), so a lucky small spread in the first boots does not
-//! make the test overconfident. The simulation (`bootbench bisect-sim`)
+//! make the test overconfident. When an F test finds the spread of the
+//! boots like the good end and of those like the bad end unequal
+//! ([`UNEQUAL_SPREAD_ALPHA`]), each end keeps its own σ ([`PerEndSigma`])
+//! and Λ becomes the log ratio of the candidate mean's densities,
+//! `(x̄ − x̄_G)²/2v_G − (x̄ − x̄_B)²/2v_B + ½ ln(v_G/v_B)` with
+//! `v_E = σ_E² (1/n + 1/n_E)`, which is the formula above when σ_G = σ_B. The simulation (`bootbench bisect-sim`)
 //! measures the resulting rate of wrong culprits with all of this included.
 //!
 //! # The error budget
