@@ -82,16 +82,73 @@ impl PlanArgs {
 
     /// The options given on the command line whose values differ from
     /// `stored`'s: (`--flag`, given, stored).
+    ///
+    /// Each given option is compared alone, over the stored plan: the
+    /// options left out keep the state's values (not the defaults), so a
+    /// resume that repeats part of the first command line is no change.
     pub fn differing_from(&self, stored: &Plan) -> anyhow::Result<Vec<(String, String, String)>> {
-        let given = self.plan()?;
-        Ok(self
-            .given
-            .iter()
-            .filter_map(|flag| {
-                let (g, s) = (plan_value(&given, flag)?, plan_value(stored, flag)?);
-                (g != s).then(|| (format!("--{flag}"), g, s))
-            })
-            .collect())
+        let mut out = Vec::new();
+        for flag in &self.given {
+            let mut alone = stored_options(stored);
+            alone.set_from(&self.options, flag);
+            let given = alone.plan()?;
+            if let (Some(g), Some(s)) = (plan_value(&given, flag), plan_value(stored, flag)) {
+                if g != s {
+                    out.push((format!("--{flag}"), g, s));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The options that give `p` back (the inverse of [`PlanOptions::plan`]).
+fn stored_options(p: &Plan) -> PlanOptions {
+    let text = |flag: &str| plan_value(p, flag).unwrap_or_default();
+    PlanOptions {
+        metric: p.metric.clone(),
+        threshold: text("threshold"),
+        wrong_culprit_rate: text("wrong-culprit-rate"),
+        step_rate: text("step-rate"),
+        max_boots: p.max_boots,
+        min_boots: p.min_boots,
+        reference_boots: p.reference_boots,
+        max_reference_boots: p.max_reference_boots,
+        reference_cap: p.reference_cap,
+        ends_alpha: text("ends-alpha"),
+        reference_every: p.reference_every,
+        reference_window: p.reference_window,
+        variance: text("variance"),
+        max_revisions: p.max_revisions,
+        max_changes: p.max_changes,
+        mode: p.mode,
+        boot_tries: p.boot_tries,
+    }
+}
+
+impl PlanOptions {
+    /// Takes the value of the option `flag` (its long name) from `from`.
+    fn set_from(&mut self, from: &PlanOptions, flag: &str) {
+        match flag {
+            "metric" => self.metric = from.metric.clone(),
+            "threshold" => self.threshold = from.threshold.clone(),
+            "wrong-culprit-rate" => self.wrong_culprit_rate = from.wrong_culprit_rate.clone(),
+            "step-rate" => self.step_rate = from.step_rate.clone(),
+            "max-boots" => self.max_boots = from.max_boots,
+            "min-boots" => self.min_boots = from.min_boots,
+            "reference-boots" => self.reference_boots = from.reference_boots,
+            "max-reference-boots" => self.max_reference_boots = from.max_reference_boots,
+            "reference-cap" => self.reference_cap = from.reference_cap,
+            "ends-alpha" => self.ends_alpha = from.ends_alpha.clone(),
+            "reference-every" => self.reference_every = from.reference_every,
+            "reference-window" => self.reference_window = from.reference_window,
+            "variance" => self.variance = from.variance.clone(),
+            "max-revisions" => self.max_revisions = from.max_revisions,
+            "max-changes" => self.max_changes = from.max_changes,
+            "mode" => self.mode = from.mode,
+            "boot-tries" => self.boot_tries = from.boot_tries,
+            _ => {}
+        }
     }
 }
 
@@ -279,6 +336,28 @@ mod tests {
             other.differing_from(&stored).unwrap(),
             [("--threshold".into(), "7%".into(), "2%".into()), ("--max-changes".into(), "1".into(), "3".into())]
         );
+        // Options left out keep the state's values, not the defaults: part
+        // of the first command line again is no change.
+        let started = parsed(&[
+            "--min-boots",
+            "10",
+            "--max-boots",
+            "20",
+            "--reference-boots",
+            "20",
+            "--max-reference-boots",
+            "16",
+        ]);
+        let stored = started.plan().unwrap();
+        for part in [&["--min-boots", "10"][..], &["--max-reference-boots", "16"], &["--max-boots", "20"]] {
+            assert!(parsed(part).differing_from(&stored).unwrap().is_empty(), "{part:?}");
+        }
+        assert_eq!(
+            parsed(&["--max-boots", "12"]).differing_from(&stored).unwrap(),
+            [("--max-boots".into(), "12".into(), "20".into())]
+        );
+        // The state's plan read back through the options is the same plan.
+        assert_eq!(stored_options(&stored).plan().unwrap(), stored);
         // Every option of the plan has its value here.
         let every = <PlanOptions as clap::Args>::augment_args(clap::Command::new("plan"));
         for a in every.get_arguments() {
