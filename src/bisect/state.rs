@@ -754,12 +754,6 @@ impl BisectState {
         self.boots.iter().filter(move |b| b.role == Role::Candidate && b.test == Some(number))
     }
 
-    /// Values of every test other than `except`, one group per test, for
-    /// the pooled spread.
-    pub fn other_groups(&self, except: u32) -> Vec<Vec<f64>> {
-        self.tests.iter().filter(|t| t.number != except).map(|t| self.test_values(t.number)).collect()
-    }
-
     /// The boots of every test but `except`, by verdict: those judged like
     /// the good end, like the bad end, and the rest (running or skipped).
     pub fn judged_groups(&self, except: u32) -> JudgedGroups {
