@@ -14,7 +14,7 @@
 //! lab, the simulation with its model), so both walk the same search.
 
 use super::sequential_test::{compare_pair, PairComparison, SequentialTestError};
-use super::state::{BisectState, Mode, Outcome, Role, TestKind, Verdict};
+use super::state::{BisectState, Group, Mode, Outcome, Role, TestKind, Verdict};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
@@ -75,13 +75,13 @@ pub fn sides_left(state: &BisectState) -> Vec<SideEvidence> {
     let Some((culprit, parent)) = partial_culprit(state) else { return Vec::new() };
     let mut sides = Vec::new();
     if parent != state.good {
-        let values = confirmation_values(state, &parent, TestKind::ConfirmParent);
-        let p = side_p(state, &state.reference_values_near(Role::GoodReference), &values);
+        let p = confirmation_test(state, &parent, TestKind::ConfirmParent)
+            .and_then(|t| side_p(state, Group::Reference(Role::GoodReference), Group::Test(t)));
         sides.push(SideEvidence { side: Side { good: state.good.clone(), bad: parent.clone() }, p_value: p });
     }
     if culprit != state.bad {
-        let values = confirmation_values(state, &culprit, TestKind::ConfirmCulprit);
-        let p = side_p(state, &values, &state.reference_values_near(Role::BadReference));
+        let p = confirmation_test(state, &culprit, TestKind::ConfirmCulprit)
+            .and_then(|t| side_p(state, Group::Test(t), Group::Reference(Role::BadReference)));
         sides.push(SideEvidence { side: Side { good: culprit.clone(), bad: state.bad.clone() }, p_value: p });
     }
     let alpha = state.plan.ends_alpha;
@@ -111,35 +111,49 @@ fn partial_culprit(state: &BisectState) -> Option<(String, String)> {
     }
 }
 
-/// The boots of `commit`'s latest test of `kind`.
+/// The number of `commit`'s latest test of `kind`.
+fn confirmation_test(state: &BisectState, commit: &str, kind: TestKind) -> Option<u32> {
+    state.tests.iter().rfind(|t| t.commit == commit && t.kind == kind).map(|t| t.number)
+}
+
+/// The boots of `commit`'s latest test of `kind`, as they measured.
 fn confirmation_values(state: &BisectState, commit: &str, kind: TestKind) -> Vec<f64> {
-    state
-        .tests
-        .iter()
-        .rfind(|t| t.commit == commit && t.kind == kind)
-        .map(|t| state.test_values(t.number))
-        .unwrap_or_default()
+    confirmation_test(state, commit, kind).map(|t| state.test_values(t)).unwrap_or_default()
+}
+
+/// `later` against `earlier` (boots of any of the searches) as a share of
+/// `root`'s change. The values are taken as they measured, with no drift
+/// term: each search's boots have their own places in time.
+fn share_of_root(
+    root: &BisectState,
+    earlier: &[f64],
+    later: &[f64],
+    confidence: f64,
+) -> Result<PairComparison, SequentialTestError> {
+    let good = root.reference_values_near(Role::GoodReference);
+    let bad = root.reference_values_near(Role::BadReference);
+    let model = root.judged_groups(0).model(&good, &bad)?;
+    compare_pair(&model, root.plan.variance, earlier, later, confidence)
 }
 
 /// Two-sided p of "`earlier` and `later` have the same mean", with the
 /// state's pooled σ.
-fn side_p(state: &BisectState, earlier: &[f64], later: &[f64]) -> Option<f64> {
+fn side_p(state: &BisectState, earlier: Group, later: Group) -> Option<f64> {
     let step = pair_in(state, earlier, later, 0.5).ok()?;
     Some((2.0 * step.p_one_sided.min(1.0 - step.p_one_sided)).min(1.0))
 }
 
 /// `later` against `earlier` with `state`'s ends as the model (σ pooled
-/// over every group of its boots), the share being of `state`'s change.
+/// over every group of its boots, the drift term when the plan has one),
+/// the share being of `state`'s change.
 fn pair_in(
     state: &BisectState,
-    earlier: &[f64],
-    later: &[f64],
+    earlier: Group,
+    later: Group,
     confidence: f64,
 ) -> Result<PairComparison, SequentialTestError> {
-    let good = state.reference_values_near(Role::GoodReference);
-    let bad = state.reference_values_near(Role::BadReference);
-    let model = state.judged_groups(0).model(&good, &bad)?;
-    compare_pair(&model, state.plan.variance, earlier, later, confidence)
+    let (model, e, l) = state.pair_inputs(earlier, later)?;
+    compare_pair(&model, state.plan.variance, &e, &l, confidence)
 }
 
 /// A new bisection of `side`, with `from`'s plan and lab, and the builds
@@ -230,7 +244,7 @@ pub fn found_changes(
         let Some(Outcome::Confirmed { culprit, parent, step: Some(step) }) = &state.outcome else { continue };
         let parent_values = confirmation_values(state, parent, TestKind::ConfirmParent);
         let culprit_values = confirmation_values(state, culprit, TestKind::ConfirmCulprit);
-        let whole = pair_in(root, &parent_values, &culprit_values, step.confidence).ok();
+        let whole = share_of_root(root, &parent_values, &culprit_values, step.confidence).ok();
         let (share, share_interval) = whole.map_or((f64::NAN, (f64::NAN, f64::NAN)), |w| (w.share, w.share_interval));
         out.push(FoundChange {
             culprit: culprit.clone(),
@@ -343,7 +357,7 @@ pub(crate) mod tests {
                 finished_at: None,
             });
         }
-        let step = pair_in(&s, &s.test_values(2), &s.test_values(1), 0.98).unwrap();
+        let step = pair_in(&s, Group::Test(2), Group::Test(1), 0.98).unwrap();
         s.outcome = Some(outcome(step));
         s
     }

@@ -22,7 +22,7 @@ use super::journal::Journal;
 use super::lab::Lab;
 use super::sequential_test::{compare_ends, compare_pair, Decision};
 use super::state::{
-    short, BootEntry, BuildStatus, Mode, Outcome, Phase, Role, StepPolicy, TestKind, TestRecord, Verdict,
+    short, BootEntry, BuildStatus, Group, Mode, Outcome, Phase, Role, StepPolicy, TestKind, TestRecord, Verdict,
 };
 use recording::mean;
 use serde_json::json;
@@ -491,13 +491,10 @@ impl<L: Lab, H: History, J: Journal> Driver<'_, L, H, J> {
                 reason: "its confirmation tests are missing from the state".into(),
             });
         };
-        let good = self.state.reference_values_near(Role::GoodReference);
-        let bad = self.state.reference_values_near(Role::BadReference);
         let alpha = ct.alpha;
-        let compared = self.state.judged_groups(0).model(&good, &bad).and_then(|model| {
-            let (parent, culprit) = (self.state.test_values(pt.number), self.state.test_values(ct.number));
-            compare_pair(&model, self.state.plan.variance, &parent, &culprit, 1.0 - alpha)
-        });
+        let compared = self.state.pair_inputs(Group::Test(pt.number), Group::Test(ct.number)).and_then(
+            |(model, parent, culprit)| compare_pair(&model, self.state.plan.variance, &parent, &culprit, 1.0 - alpha),
+        );
         let step = match compared {
             Ok(step) => step,
             Err(e) => {
@@ -729,7 +726,10 @@ mod tests {
                 wrong as f64 / runs as f64 <= promise,
                 "{wrong}/{runs} wrong culprits confirmed; promised at most {promise}"
             );
-            assert!(right as f64 / runs as f64 >= 0.2, "only {right}/{runs} confirmed one of the two changes");
+            // 20-44% before the drift term; with it (and the ends booted
+            // after every 2 candidate boots) 15.5-24%: the more precise ends
+            // refuse more halfway culprits as "between the ends".
+            assert!(right as f64 / runs as f64 >= 0.1, "only {right}/{runs} confirmed one of the two changes");
         }
     }
 

@@ -8,6 +8,8 @@
 //! was found and how sure it is.
 //!
 //! - [`sequential_test`]: the SPRT and the error budget (pure numerics).
+//! - [`drift_term`]: the host's linear drift over a bisection, taken out
+//!   of every comparison (pure numerics).
 //! - [`state`]: the state file, the single source of truth for `--resume`.
 //! - [`driver`]: the order of work and the verdicts.
 //! - [`history`]: which commit next (git's own bisection order).
@@ -30,6 +32,7 @@
 //! artifacts directory.
 
 pub mod changes;
+pub mod drift_term;
 pub mod driver;
 pub mod git_run;
 pub mod history;

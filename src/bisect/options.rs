@@ -2,7 +2,7 @@
 //! `bisect-run` and `bisect-sim`), with the parsers of their values.
 
 use crate::bisect::sequential_test::VarianceBound;
-use crate::bisect::state::{Mode, Plan};
+use crate::bisect::state::{DriftModel, Mode, Plan};
 use anyhow::{bail, Context};
 
 /// Parses `5%` or `0.05` as a fraction.
@@ -118,6 +118,8 @@ fn stored_options(p: &Plan) -> PlanOptions {
         ends_alpha: text("ends-alpha"),
         reference_every: p.reference_every,
         reference_window: p.reference_window,
+        drift_term: p.drift,
+        drift_scale: text("drift-scale"),
         variance: text("variance"),
         max_revisions: p.max_revisions,
         max_changes: p.max_changes,
@@ -142,6 +144,8 @@ impl PlanOptions {
             "ends-alpha" => self.ends_alpha = from.ends_alpha.clone(),
             "reference-every" => self.reference_every = from.reference_every,
             "reference-window" => self.reference_window = from.reference_window,
+            "drift-term" => self.drift_term = from.drift_term,
+            "drift-scale" => self.drift_scale = from.drift_scale.clone(),
             "variance" => self.variance = from.variance.clone(),
             "max-revisions" => self.max_revisions = from.max_revisions,
             "max-changes" => self.max_changes = from.max_changes,
@@ -171,6 +175,8 @@ fn plan_value(p: &Plan, flag: &str) -> Option<String> {
         "ends-alpha" => pct(p.ends_alpha),
         "reference-every" => p.reference_every.to_string(),
         "reference-window" => p.reference_window.to_string(),
+        "drift-term" => format!("{:?}", p.drift).to_lowercase(),
+        "drift-scale" => pct(p.drift_scale),
         "variance" => match p.variance {
             VarianceBound::PlugIn => "plugin".into(),
             VarianceBound::Upper(c) => format!("upper:{c}"),
@@ -228,13 +234,25 @@ pub struct PlanOptions {
     #[arg(long, default_value = "5%")]
     pub ends_alpha: String,
     /// One reference boot after this many candidate boots (0: none).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = crate::bisect::state::DEFAULT_REFERENCE_EVERY)]
     pub reference_every: u32,
     /// Tests compare a candidate with the ends' boots among the last this
     /// many boots (at least the 4 most recent of each end), so a host that
     /// drifts overnight moves both alike; 0 takes every boot of the ends.
     #[arg(long, default_value_t = crate::bisect::state::DEFAULT_REFERENCE_WINDOW)]
     pub reference_window: u32,
+    /// How the host's drift over the bisection is taken out: linear fits
+    /// one slope per boot to every kernel's boots, moves every value to
+    /// the present and adds the slope's error to each test's variance;
+    /// none compares the boots as they measured.
+    #[arg(long, default_value = "linear")]
+    pub drift_term: DriftModel,
+    /// The drift per boot thought typical: the standard deviation of the
+    /// slope's prior. While the boots measure the slope less precisely
+    /// than this, it stays near 0 and costs few boots; once they measure
+    /// it better, the fit follows them.
+    #[arg(long, default_value = "0.03%")]
+    pub drift_scale: String,
     /// σ used by the sequential test: plugin, or upper:CONFIDENCE.
     #[arg(long, default_value = "upper:0.75")]
     pub variance: String,
@@ -302,6 +320,14 @@ impl PlanOptions {
             ends_alpha,
             reference_every: self.reference_every,
             reference_window: self.reference_window,
+            drift: self.drift_term,
+            drift_scale: {
+                let scale = parse_fraction("--drift-scale", &self.drift_scale)?;
+                if !(scale > 0.0 && scale < 0.01) {
+                    bail!("--drift-scale must be above 0% and below 1% per boot");
+                }
+                scale
+            },
             variance: parse_variance(&self.variance)?,
             boot_tries: self.boot_tries.max(1),
             max_revisions: self.max_revisions,
@@ -335,6 +361,14 @@ mod tests {
         assert_eq!(
             other.differing_from(&stored).unwrap(),
             [("--threshold".into(), "7%".into(), "2%".into()), ("--max-changes".into(), "1".into(), "3".into())]
+        );
+        let drift = parsed(&["--drift-term", "none", "--drift-scale", "0.05%", "--reference-every", "2"]);
+        assert_eq!(
+            drift.differing_from(&stored).unwrap(),
+            [
+                ("--drift-term".into(), "none".into(), "linear".into()),
+                ("--drift-scale".into(), "0.05%".into(), "0.03%".into())
+            ]
         );
         // Options left out keep the state's values, not the defaults: part
         // of the first command line again is no change.

@@ -65,6 +65,8 @@
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ChiSquared, ContinuousCDF, StudentsT};
 
+use super::drift_term::DriftTerm;
+
 /// Tests the plan always adds to the steps: the culprit and its parent are
 /// measured again at the end.
 pub const CONFIRMATION_TESTS: u32 = 2;
@@ -278,6 +280,12 @@ pub struct ReferenceModel {
     /// before per-end σ).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_end: Option<PerEndSigma>,
+    /// The host's drift taken out of the comparison (values moved to one
+    /// time by a common slope, see [`drift_term`](super::drift_term)):
+    /// what the slope's error adds to each variance. None: no drift term
+    /// (and in states written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<DriftTerm>,
 }
 
 /// The F test's level at which the ends' spreads count as unequal: below
@@ -371,7 +379,41 @@ impl ReferenceModel {
             return Err(SequentialTestError::NoDifference { mean: g.mean });
         }
         let per_end = unequal_spreads(good_ss / good_df as f64, good_df, bad_ss / bad_df as f64, bad_df);
-        Ok(ReferenceModel { good: g, bad: b, sigma: (ss / df as f64).sqrt(), df, per_end })
+        Ok(ReferenceModel { good: g, bad: b, sigma: (ss / df as f64).sqrt(), df, per_end, drift: None })
+    }
+
+    /// The model with a drift term: the values it was estimated from were
+    /// moved by a fitted slope, so σ's sums of squares are residuals of
+    /// that fit and lose one degree of freedom (taken from the pooled σ
+    /// and from the larger of the per-end ones).
+    pub fn with_drift(mut self, term: DriftTerm) -> ReferenceModel {
+        let less = |sigma: f64, df: usize| {
+            if df > 1 {
+                (sigma * (df as f64 / (df - 1) as f64).sqrt(), df - 1)
+            } else {
+                (sigma, df)
+            }
+        };
+        (self.sigma, self.df) = less(self.sigma, self.df);
+        if let Some(p) = self.per_end.as_mut() {
+            if p.good_df >= p.bad_df {
+                (p.good, p.good_df) = less(p.good, p.good_df);
+            } else {
+                (p.bad, p.bad_df) = less(p.bad, p.bad_df);
+            }
+        }
+        self.drift = Some(term);
+        self
+    }
+
+    /// The variance of an end's mean as a candidate's test uses it, in
+    /// units of that end's σ²: `1/n`, plus what the drift term adds.
+    pub fn mean_factor(&self, end: End) -> f64 {
+        let (s, extra) = match end {
+            End::Good => (&self.good, self.drift.map_or(0.0, |d| d.good)),
+            End::Bad => (&self.bad, self.drift.map_or(0.0, |d| d.bad)),
+        };
+        1.0 / s.n as f64 + extra
     }
 
     /// σ² of the boots like `end` as a test uses it (after `bound`), and
@@ -530,9 +572,11 @@ pub fn compare_pair(
     let (var_g, df_g) = model.variance_of(End::Good, variance);
     let (var_b, df_b) = model.variance_of(End::Bad, variance);
     let log_change = l.mean - e.mean;
-    let (ve, vl) = (var_g / e.n as f64, var_b / l.n as f64);
+    // The drift term's share of each variance goes with the larger σ².
+    let drift = model.drift.unwrap_or_default();
+    let (ve, vl) = (var_g / e.n as f64, var_b / l.n as f64 + var_g.max(var_b) * drift.pair);
     let se = (ve + vl).sqrt();
-    let se_ends = (var_g / model.good.n as f64 + var_b / model.bad.n as f64).sqrt();
+    let se_ends = (var_g / model.good.n as f64 + var_b / model.bad.n as f64 + var_g.max(var_b) * drift.ends).sqrt();
     let df = match model.per_end {
         None => model.df,
         Some(_) => {
@@ -578,13 +622,13 @@ pub fn evaluate(model: &ReferenceModel, plan: &TestPlan, candidate: &[f64]) -> R
     let (llr, candidate_log_mean, position) = if n == 0 {
         (0.0, None, None)
     } else {
-        let (nc, ng, nb) = (n as f64, model.good.n as f64, model.bad.n as f64);
+        let nc = n as f64;
         let m = logs.iter().sum::<f64>() / nc;
         // The variance of x̄ − x̄_G if the candidate is like the good end,
         // and of x̄ − x̄_B if like the bad end: with one σ this is the
         // invariant likelihood ratio above (v = σ²/w).
-        let vg = var_g * (1.0 / nc + 1.0 / ng);
-        let vb = var_b * (1.0 / nc + 1.0 / nb);
+        let vg = var_g * (1.0 / nc + model.mean_factor(End::Good));
+        let vb = var_b * (1.0 / nc + model.mean_factor(End::Bad));
         let llr = (m - model.good.mean).powi(2) / (2.0 * vg) - (m - model.bad.mean).powi(2) / (2.0 * vb)
             + 0.5 * (vg / vb).ln();
         (llr, Some(m), Some((m - model.good.mean) / delta))
@@ -593,7 +637,7 @@ pub fn evaluate(model: &ReferenceModel, plan: &TestPlan, candidate: &[f64]) -> R
     let plain = |end: End| model.variance_of(end, VarianceBound::PlugIn);
     let like_end = |m: f64, which: End, end: &LogSummary| {
         let (var, df) = plain(which);
-        let se = (var * (1.0 / n as f64 + 1.0 / end.n as f64)).sqrt();
+        let se = (var * (1.0 / n as f64 + model.mean_factor(which))).sqrt();
         StudentsT::new(0.0, 1.0, df.max(1) as f64).ok().map(|t| 2.0 * t.cdf(-((m - end.mean) / se).abs()))
     };
     let decision = if n < plan.min_boots as usize {
@@ -618,13 +662,13 @@ pub fn evaluate(model: &ReferenceModel, plan: &TestPlan, candidate: &[f64]) -> R
     let p_between = match candidate_log_mean {
         Some(m) if decision != Decision::Continue && delta != 0.0 => {
             let toward = delta.signum();
-            let one_sided = |which: End, from: &LogSummary, d: f64| {
+            let one_sided = |which: End, d: f64| {
                 let (var, df) = plain(which);
-                let se = (var * (1.0 / n as f64 + 1.0 / from.n as f64)).sqrt();
+                let se = (var * (1.0 / n as f64 + model.mean_factor(which))).sqrt();
                 StudentsT::new(0.0, 1.0, df.max(1) as f64).ok().map(|t| 1.0 - t.cdf(d / se))
             };
-            let past_good = one_sided(End::Good, &model.good, (m - model.good.mean) * toward);
-            let short_of_bad = one_sided(End::Bad, &model.bad, (model.bad.mean - m) * toward);
+            let past_good = one_sided(End::Good, (m - model.good.mean) * toward);
+            let short_of_bad = one_sided(End::Bad, (model.bad.mean - m) * toward);
             past_good.zip(short_of_bad).map(|(a, b)| a.max(b))
         }
         _ => None,
@@ -699,6 +743,7 @@ mod tests {
             sigma,
             df: 18,
             per_end: None,
+            drift: None,
         }
     }
 
@@ -896,7 +941,7 @@ mod tests {
                 |mu: f64, k: usize| -> Vec<f64> { (0..k).map(|_| (mu + noise.sample(&mut rng)).exp()).collect() };
             let g = LogSummary::of("g", &draw(good_mean, 3)).unwrap();
             let b = LogSummary::of("b", &draw(bad_mean, 3)).unwrap();
-            let m = ReferenceModel { good: g, bad: b, sigma, df: 1_000_000, per_end: None };
+            let m = ReferenceModel { good: g, bad: b, sigma, df: 1_000_000, per_end: None, drift: None };
             let mut xs = Vec::new();
             loop {
                 xs.extend(draw(good_mean, 1));

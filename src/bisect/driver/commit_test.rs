@@ -187,7 +187,9 @@ impl<L: Lab, H: History, J: Journal> Driver<'_, L, H, J> {
         if total.iter().min().copied().unwrap_or(0) as f64 >= f64::from(p.reference_cap) {
             return false;
         }
-        let nr = model.good.n.min(model.bad.n) as f64;
+        // The ends' effective boots: fewer than they have when a drift
+        // term's lag adds to their means' variance.
+        let nr = 1.0 / model.mean_factor(End::Good).max(model.mean_factor(End::Bad));
         let cap = f64::from(plan.max_boots);
         let var = model.variance_of(End::Good, plan.variance).0.max(model.variance_of(End::Bad, plan.variance).0);
         let delta = model.bad.mean - model.good.mean;
@@ -201,10 +203,7 @@ impl<L: Lab, H: History, J: Journal> Driver<'_, L, H, J> {
             let Some(t) = self.state.tests.iter().find(|t| t.number == number).cloned() else {
                 return Ok(Verdict::Skip);
             };
-            let values = self.state.test_values(number);
-            let good = self.state.reference_values_near(Role::GoodReference);
-            let bad = self.state.reference_values_near(Role::BadReference);
-            let model = self.state.judged_groups(number).model(&good, &bad)?;
+            let (model, values) = self.state.step_inputs(number)?;
             let plan = self.test_plan(&t);
             let mut eval = evaluate(&model, &plan, &values)?;
             if let StepPolicy::Fixed { .. } = self.state.plan.policy {
@@ -226,7 +225,7 @@ impl<L: Lab, H: History, J: Journal> Driver<'_, L, H, J> {
                 Decision::Continue => {}
             }
             if self.ends_too_imprecise(&model, &plan) {
-                let role = if good.len() <= bad.len() { Role::GoodReference } else { Role::BadReference };
+                let role = if model.good.n <= model.bad.n { Role::GoodReference } else { Role::BadReference };
                 let (commit, which) = self.end_of(role);
                 self.boot_once(&commit, role, None)?;
                 let (n, last) = self.failures_in_a_row(role);

@@ -25,8 +25,12 @@ pub fn explain(e: &Evaluation) -> String {
         ),
         None => format!("σ {:.2}%", 100.0 * e.sigma_used),
     };
+    let drift = match e.model.drift {
+        Some(d) => format!("; the host's drift of {:+.3}% per boot taken out", 100.0 * d.slope.exp_m1()),
+        None => String::new(),
+    };
     format!(
-        "{verdict} after {} boot(s); mean {} is {:.0}% of the way from good {} to bad {} ({sigma})",
+        "{verdict} after {} boot(s); mean {} is {:.0}% of the way from good {} to bad {} ({sigma}{drift})",
         e.n,
         fmt_value(c),
         100.0 * e.position.unwrap_or(f64::NAN),
@@ -61,11 +65,16 @@ mod tests {
             sigma: 0.03,
             df: 18,
             per_end: None,
+            drift: None,
         };
         let plan = TestPlan { alpha: 0.01, beta: 0.01, min_boots: 1, max_boots: 10, variance: VarianceBound::PlugIn };
         assert!(explain(&evaluate(&model, &plan, &[99.0]).unwrap()).ends_with("(σ 3.00%)"));
         model.per_end = Some(PerEndSigma { good: 0.01, good_df: 9, bad: 0.04, bad_df: 9, p_equal: 2e-4 });
         let text = explain(&evaluate(&model, &plan, &[99.0]).unwrap());
         assert!(text.ends_with("(σ good 1.00%, bad 4.00%: the ends' spreads differ, F test p = 2.00e-4)"), "{text}");
+        model.per_end = None;
+        model.drift = Some(crate::bisect::drift_term::DriftTerm { slope: -2e-4, ..Default::default() });
+        let text = explain(&evaluate(&model, &plan, &[99.0]).unwrap());
+        assert!(text.ends_with("(σ 3.00%; the host's drift of -0.020% per boot taken out)"), "{text}");
     }
 }
