@@ -116,24 +116,31 @@ fn confirmation_test(state: &BisectState, commit: &str, kind: TestKind) -> Optio
     state.tests.iter().rfind(|t| t.commit == commit && t.kind == kind).map(|t| t.number)
 }
 
-/// The boots of `commit`'s latest test of `kind`, as they measured.
-fn confirmation_values(state: &BisectState, commit: &str, kind: TestKind) -> Vec<f64> {
-    confirmation_test(state, commit, kind).map(|t| state.test_values(t)).unwrap_or_default()
-}
-
-/// `later` against `earlier` (boots of any of the searches) as a share of
-/// `root`'s change. The values are taken as they measured, with no drift
-/// term: each search's boots have their own places in time.
+/// `culprit` against `parent` (their confirmation boots in `state`, the
+/// root or one of its searches) as a share of `root`'s change. Each side of
+/// the ratio is taken as its own bisection compares it: the step with
+/// `state`'s drift term (differences of moved values do not depend on the
+/// time they are moved to), the ends with `root`'s; for the root itself this
+/// is the step its confirmation measured.
 fn share_of_root(
     root: &BisectState,
-    earlier: &[f64],
-    later: &[f64],
+    state: &BisectState,
+    parent: &str,
+    culprit: &str,
     confidence: f64,
 ) -> Result<PairComparison, SequentialTestError> {
-    let good = root.reference_values_near(Role::GoodReference);
-    let bad = root.reference_values_near(Role::BadReference);
-    let model = root.judged_groups(0).model(&good, &bad)?;
-    compare_pair(&model, root.plan.variance, earlier, later, confidence)
+    let test = |commit: &str, kind: TestKind, which: &'static str| {
+        confirmation_test(state, commit, kind).ok_or(SequentialTestError::NoBoots { which })
+    };
+    let (pt, ct) =
+        (test(parent, TestKind::ConfirmParent, "earlier")?, test(culprit, TestKind::ConfirmCulprit, "later")?);
+    let (own, e, l) = state.pair_inputs(Group::Test(pt), Group::Test(ct))?;
+    let (mut model, _, _) =
+        root.pair_inputs(Group::Reference(Role::GoodReference), Group::Reference(Role::BadReference))?;
+    if let Some(d) = model.drift.as_mut() {
+        d.pair = own.drift.map_or(0.0, |o| o.pair);
+    }
+    compare_pair(&model, root.plan.variance, &e, &l, confidence)
 }
 
 /// Two-sided p of "`earlier` and `later` have the same mean", with the
@@ -242,9 +249,7 @@ pub fn found_changes(
     let mut out = Vec::new();
     for state in std::iter::once(root).chain(searched.iter().map(|s| &s.state)) {
         let Some(Outcome::Confirmed { culprit, parent, step: Some(step) }) = &state.outcome else { continue };
-        let parent_values = confirmation_values(state, parent, TestKind::ConfirmParent);
-        let culprit_values = confirmation_values(state, culprit, TestKind::ConfirmCulprit);
-        let whole = share_of_root(root, &parent_values, &culprit_values, step.confidence).ok();
+        let whole = share_of_root(root, state, parent, culprit, step.confidence).ok();
         let (share, share_interval) = whole.map_or((f64::NAN, (f64::NAN, f64::NAN)), |w| (w.share, w.share_interval));
         out.push(FoundChange {
             culprit: culprit.clone(),

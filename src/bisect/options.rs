@@ -239,6 +239,7 @@ pub struct PlanOptions {
     /// Tests compare a candidate with the ends' boots among the last this
     /// many boots (at least the 4 most recent of each end), so a host that
     /// drifts overnight moves both alike; 0 takes every boot of the ends.
+    /// Only with --drift-term none.
     #[arg(long, default_value_t = crate::bisect::state::DEFAULT_REFERENCE_WINDOW)]
     pub reference_window: u32,
     /// How the host's drift over the bisection is taken out: linear fits
@@ -285,6 +286,12 @@ impl PlanOptions {
         if self.reference_boots < 2 {
             bail!("--reference-boots must be at least 2 (the spread of the ends is estimated from them)");
         }
+        if self.reference_window > 0 && self.drift_term == DriftModel::Linear {
+            bail!(
+                "--reference-window {} needs --drift-term none: the drift term takes the host's drift out over every boot of the ends",
+                self.reference_window
+            );
+        }
         if self.max_changes == 0 {
             bail!("--max-changes must be at least 1 (the first change)");
         }
@@ -323,8 +330,8 @@ impl PlanOptions {
             drift: self.drift_term,
             drift_scale: {
                 let scale = parse_fraction("--drift-scale", &self.drift_scale)?;
-                if !(scale > 0.0 && scale < 0.01) {
-                    bail!("--drift-scale must be above 0% and below 1% per boot");
+                if !(0.0..0.01).contains(&scale) {
+                    bail!("--drift-scale must be at least 0% (a flat prior: the slope as the boots measure it) and below 1% per boot");
                 }
                 scale
             },
@@ -362,6 +369,12 @@ mod tests {
             other.differing_from(&stored).unwrap(),
             [("--threshold".into(), "7%".into(), "2%".into()), ("--max-changes".into(), "1".into(), "3".into())]
         );
+        let e = parsed(&["--reference-window", "40"]).plan().unwrap_err().to_string();
+        assert!(e.contains("--reference-window 40 needs --drift-term none"), "{e}");
+        assert_eq!(parsed(&["--reference-window", "40", "--drift-term", "none"]).plan().unwrap().reference_window, 40);
+        assert_eq!(parsed(&["--drift-scale", "0"]).plan().unwrap().drift_scale, 0.0, "a flat prior");
+        let e = parsed(&["--drift-scale", "2%"]).plan().unwrap_err().to_string();
+        assert!(e.contains("--drift-scale must be at least 0%"), "{e}");
         let drift = parsed(&["--drift-term", "none", "--drift-scale", "0.05%", "--reference-every", "2"]);
         assert_eq!(
             drift.differing_from(&stored).unwrap(),

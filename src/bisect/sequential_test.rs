@@ -406,14 +406,19 @@ impl ReferenceModel {
         self
     }
 
-    /// The variance of an end's mean as a candidate's test uses it, in
-    /// units of that end's σ²: `1/n`, plus what the drift term adds.
-    pub fn mean_factor(&self, end: End) -> f64 {
+    /// The variance of the difference between a candidate's mean over `n`
+    /// boots and `end`'s mean, as a test with `bound` uses it: that end's
+    /// σ² × (1/n + 1/n_E), plus the drift term's lag variance. The slope
+    /// rests on every group's boots, so its share is taken with the larger
+    /// of the two ends' σ², never the quieter end's alone.
+    pub fn difference_variance(&self, end: End, n: usize, bound: VarianceBound) -> f64 {
+        let (var, _) = self.variance_of(end, bound);
         let (s, extra) = match end {
             End::Good => (&self.good, self.drift.map_or(0.0, |d| d.good)),
             End::Bad => (&self.bad, self.drift.map_or(0.0, |d| d.bad)),
         };
-        1.0 / s.n as f64 + extra
+        let widest = self.variance_of(End::Good, bound).0.max(self.variance_of(End::Bad, bound).0);
+        var * (1.0 / n as f64 + 1.0 / s.n as f64) + widest * extra
     }
 
     /// σ² of the boots like `end` as a test uses it (after `bound`), and
@@ -627,8 +632,8 @@ pub fn evaluate(model: &ReferenceModel, plan: &TestPlan, candidate: &[f64]) -> R
         // The variance of x̄ − x̄_G if the candidate is like the good end,
         // and of x̄ − x̄_B if like the bad end: with one σ this is the
         // invariant likelihood ratio above (v = σ²/w).
-        let vg = var_g * (1.0 / nc + model.mean_factor(End::Good));
-        let vb = var_b * (1.0 / nc + model.mean_factor(End::Bad));
+        let vg = model.difference_variance(End::Good, n, plan.variance);
+        let vb = model.difference_variance(End::Bad, n, plan.variance);
         let llr = (m - model.good.mean).powi(2) / (2.0 * vg) - (m - model.bad.mean).powi(2) / (2.0 * vb)
             + 0.5 * (vg / vb).ln();
         (llr, Some(m), Some((m - model.good.mean) / delta))
@@ -636,8 +641,8 @@ pub fn evaluate(model: &ReferenceModel, plan: &TestPlan, candidate: &[f64]) -> R
     let (upper, lower) = (plan.upper(), plan.lower());
     let plain = |end: End| model.variance_of(end, VarianceBound::PlugIn);
     let like_end = |m: f64, which: End, end: &LogSummary| {
-        let (var, df) = plain(which);
-        let se = (var * (1.0 / n as f64 + model.mean_factor(which))).sqrt();
+        let (_, df) = plain(which);
+        let se = model.difference_variance(which, n, VarianceBound::PlugIn).sqrt();
         StudentsT::new(0.0, 1.0, df.max(1) as f64).ok().map(|t| 2.0 * t.cdf(-((m - end.mean) / se).abs()))
     };
     let decision = if n < plan.min_boots as usize {
@@ -663,8 +668,8 @@ pub fn evaluate(model: &ReferenceModel, plan: &TestPlan, candidate: &[f64]) -> R
         Some(m) if decision != Decision::Continue && delta != 0.0 => {
             let toward = delta.signum();
             let one_sided = |which: End, d: f64| {
-                let (var, df) = plain(which);
-                let se = (var * (1.0 / n as f64 + model.mean_factor(which))).sqrt();
+                let (_, df) = plain(which);
+                let se = model.difference_variance(which, n, VarianceBound::PlugIn).sqrt();
                 StudentsT::new(0.0, 1.0, df.max(1) as f64).ok().map(|t| 1.0 - t.cdf(d / se))
             };
             let past_good = one_sided(End::Good, (m - model.good.mean) * toward);

@@ -175,7 +175,8 @@ pub struct Plan {
     /// Tests compare a candidate with the ends' boots among the last this
     /// many boots of the bisection (at least the [`NEAR_LEAST`] most recent
     /// of each end), so a host that drifts overnight shifts both alike; 0
-    /// takes every boot of the ends (states from before it).
+    /// takes every boot of the ends (states from before it). Only without
+    /// the drift term: with it every boot of the ends counts.
     #[serde(default)]
     pub reference_window: u32,
     /// How the host's drift is taken out of the comparisons (none in
@@ -791,7 +792,9 @@ impl BisectState {
     fn timed_reference_near(&self, role: Role) -> Vec<TimedValue> {
         let all = self.timed(|b| b.role == role);
         let window = self.plan.reference_window as usize;
-        if window == 0 {
+        // The drift term takes every boot of the ends (its lag variance
+        // assumes the whole group), so it leaves no room for a window.
+        if window == 0 || self.plan.drift == DriftModel::Linear {
             return all;
         }
         let from = self.boots.len().saturating_sub(window);
@@ -1118,7 +1121,14 @@ mod tests {
 
     #[test]
     fn a_window_takes_the_ends_recent_boots_and_at_least_the_last_few() {
-        let mut s = BisectState::new(Plan { reference_window: 10, ..Plan::default() }, None, "g", "b", 10).unwrap();
+        let mut s = BisectState::new(
+            Plan { reference_window: 10, drift: DriftModel::None, ..Plan::default() },
+            None,
+            "g",
+            "b",
+            10,
+        )
+        .unwrap();
         let boot = |index: usize, role: Role, value: Option<f64>| BootEntry::for_test(index, "x", role, None, value);
         // Boots 0-11: good 1..=6 then bad 1..=6; boots 12-29: candidates,
         // with good 7 at 20, a failed good boot at 25, bad 7 at 28.
@@ -1140,6 +1150,10 @@ mod tests {
         s.plan.reference_window = 23;
         assert_eq!(s.reference_values_near(Role::BadReference), [2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
         assert_eq!(s.reference_values_near(Role::GoodReference), [4.0, 5.0, 6.0, 7.0]);
+        // The drift term takes every boot: no window.
+        s.plan.drift = DriftModel::Linear;
+        assert_eq!(s.reference_values_near(Role::GoodReference), s.reference_values(Role::GoodReference));
+        s.plan.drift = DriftModel::None;
         // No window: every boot, as states from before it.
         s.plan.reference_window = 0;
         assert_eq!(s.reference_values_near(Role::GoodReference), s.reference_values(Role::GoodReference));

@@ -495,11 +495,13 @@ pub fn render(c: &Calibration, what: &str) -> String {
         .filter_map(|m| {
             let d = m.drift.as_ref().filter(|d| d.p_value < DRIFT_ALPHA)?;
             Some(format!(
-                "{} {} ({:+.2}% from iteration 1 to {}, noise {:.2}%)",
+                "{} {} ({:+.2}% from iteration 1 to {}, 95% interval {:+.2}% to {:+.2}%; noise {:.2}%)",
                 m.key.workload.name,
                 m.key.metric,
                 d.drift_pct(),
                 d.positions,
+                d.drift_interval_pct.0,
+                d.drift_interval_pct.1,
                 d.residual_cv_pct()
             ))
         })
@@ -614,6 +616,8 @@ mod tests {
         let d = rate.drift.as_ref().unwrap();
         assert_eq!((d.boots, d.positions), (20, 3));
         assert!((d.drift_pct() + 2.0).abs() < 0.1, "{d:?}");
+        let (lo, hi) = d.drift_interval_pct;
+        assert!(lo < -2.0 && -2.0 < hi && hi - lo < 0.5, "the interval holds the true -2%: {d:?}");
         assert!(d.p_value < 1e-6, "{d:?}");
         // The noise left is the ±0.2% uniform jitter's (sd ≈ 0.115%).
         assert!(d.residual_cv_pct() < 0.2 && rate.cv_within_boot_pct > 0.8, "{rate:?}");

@@ -31,7 +31,7 @@ pub mod text;
 
 use crate::results::BootRecord;
 use crate::stats::fieller::{self, RatioInterval};
-use crate::stats::multiple_testing::{adjust, Correction};
+use crate::stats::multiple_testing::{adjust, Adjusted, Correction};
 use crate::stats::{welch, SampleSummary};
 use loads::schema::Better;
 use samples::{GroupSamples, MetricKey, SampleError};
@@ -307,16 +307,14 @@ impl Report {
     /// The sentence saying how intervals and verdicts were made.
     pub fn method_sentence(&self) -> String {
         let s = &self.settings;
-        let m = self.metrics.len();
+        let family = "the metrics tested for each candidate, one that is an exact function of another (fork's latency of its rate) counted once";
         let correction = match s.correction {
-            Correction::Holm => format!("Holm's step-down over the {m} metric(s) of each candidate (intervals drawn at Holm's per-metric level)"),
-            Correction::BenjaminiHochberg => {
-                format!("Benjamini-Hochberg over the {m} metric(s) of each candidate (FCR-adjusted intervals)")
-            }
+            Correction::Holm => format!("Holm's step-down over {family} (intervals drawn at Holm's per-metric level)"),
+            Correction::BenjaminiHochberg => format!("Benjamini-Hochberg over {family} (FCR-adjusted intervals)"),
             Correction::None => "no correction for multiple metrics".into(),
         };
         format!(
-            "{}; {:.0}% confidence, {correction}; threshold ±{}%; the boot is the sample (iterations averaged within each boot)",
+            "{}; {:.0}% confidence, {correction}; threshold ±{}%; the boot is the sample (iterations averaged within each boot); the tables' means are arithmetic means of the boot means, a change is the ratio of their geometric means (Welch on logs) or, for values ≤ 0, of the arithmetic ones (Fieller)",
             s.method,
             s.confidence * 100.0,
             s.threshold_pct
@@ -394,25 +392,21 @@ pub(crate) fn test_metric(base: &[f64], cand: &[f64], method: Method) -> Tested 
         }
     }
     let fallback = (method == Method::WelchLog).then(|| "values ≤ 0: Fieller's interval on raw means".to_string());
-    match (fieller::fieller(base, cand), welch::welch_test(base, cand)) {
-        (Ok(f), Ok(t)) => Tested {
+    match fieller::fieller(base, cand) {
+        // The p-value is Fieller's own test of a ratio of 1, with the
+        // interval's degrees of freedom: p < α exactly when a bounded
+        // interval at 1 − α leaves 1 out.
+        Ok(f) => Tested {
             method: Method::Fieller,
             estimate_ratio: f.ratio(),
-            p_value: Some(t.p_value),
+            p_value: Some(f.p_value_at_one()),
             interval: Box::new(move |alpha| match f.interval(alpha) {
                 RatioInterval::Bounded { lo, hi } => Some((lo, hi)),
                 RatioInterval::Unbounded => None,
             }),
             note: fallback,
         },
-        (Err(e), _) => Tested {
-            method: Method::Fieller,
-            estimate_ratio: f64::NAN,
-            p_value: None,
-            interval: Box::new(|_| None),
-            note: Some(e.to_string()),
-        },
-        (_, Err(e)) => Tested {
+        Err(e) => Tested {
             method: Method::Fieller,
             estimate_ratio: f64::NAN,
             p_value: None,
@@ -510,11 +504,32 @@ pub fn compare(
                 test_metric(&b, &c, settings.method)
             })
             .collect();
-        let p: Vec<f64> = tested.iter().map(|t| t.p_value.unwrap_or(f64::NAN)).collect();
-        let adjusted = adjust(&p, alpha, settings.correction);
+        // The family: the metrics tested, each exact function of an earlier
+        // one (fork's latency of its rate) counted once, with that one's
+        // adjusted level.
+        let pairs: Vec<_> = metrics.iter().map(|m| (base.metrics.get(&m.key), cand.metrics.get(&m.key))).collect();
+        let same_as = exact_functions(&metrics.iter().map(|m| &m.key).collect::<Vec<_>>(), &pairs);
+        let members: Vec<usize> =
+            (0..tested.len()).filter(|&i| same_as[i].is_none() && tested[i].p_value.is_some()).collect();
+        let p: Vec<f64> = members.iter().map(|&i| tested[i].p_value.unwrap_or(f64::NAN)).collect();
+        let mut adjusted = vec![Adjusted { p_adjusted: 1.0, alpha, rejected: false }; tested.len()];
+        for (&i, a) in members.iter().zip(adjust(&p, alpha, settings.correction)) {
+            adjusted[i] = a;
+        }
+        for i in 0..adjusted.len() {
+            if let Some(j) = same_as[i] {
+                adjusted[i] = adjusted[j];
+            }
+        }
         for ((m, t), a) in metrics.iter_mut().zip(tested).zip(adjusted) {
-            let interval_pct = (t.interval)(a.alpha).map(|(lo, hi)| (100.0 * (lo - 1.0), 100.0 * (hi - 1.0)));
-            let change_pct = 100.0 * (t.estimate_ratio - 1.0);
+            // A change is up or down in the values themselves: over a
+            // negative baseline mean a ratio above 1 is a fall.
+            let sign = if m.kernels.first().is_some_and(|b| b.mean < 0.0) { -1.0 } else { 1.0 };
+            let interval_pct = (t.interval)(a.alpha).map(|(lo, hi)| {
+                let (lo, hi) = (100.0 * sign * (lo - 1.0), 100.0 * sign * (hi - 1.0));
+                (lo.min(hi), lo.max(hi))
+            });
+            let change_pct = 100.0 * sign * (t.estimate_ratio - 1.0);
             let note = match (&t.note, interval_pct, t.p_value) {
                 (None, None, Some(_)) => {
                     Some("the baseline mean is not clearly nonzero: Fieller's interval is unbounded".into())
@@ -538,6 +553,43 @@ pub fn compare(
         }
     }
     Ok(Report { format: REPORT_FORMAT, version: REPORT_VERSION, settings, kernels, warnings, metrics })
+}
+
+/// For each metric, the earlier metric of the same workload it is an exact
+/// function of, if any: over every iteration of both kernels, the product
+/// of the two (an inverse, like fork's latency and rate) or their ratio (a
+/// rescaled copy) is the same to 1e-9. Such a metric tests the same
+/// hypothesis, so it does not enlarge the family a correction runs over.
+fn exact_functions(
+    keys: &[&MetricKey],
+    series: &[(Option<&samples::MetricSeries>, Option<&samples::MetricSeries>)],
+) -> Vec<Option<usize>> {
+    let values = |i: usize| -> Option<Vec<f64>> {
+        let (b, c) = series.get(i)?;
+        let all: Vec<f64> =
+            [(*b)?, (*c)?].iter().flat_map(|s| s.boots.iter().flat_map(|b| b.iterations.iter().copied())).collect();
+        (!all.is_empty() && all.iter().all(|v| v.is_finite() && *v != 0.0)).then_some(all)
+    };
+    let constant = |v: &[f64]| {
+        let (lo, hi) = v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &x| (l.min(x), h.max(x)));
+        lo.signum() == hi.signum() && (hi - lo).abs() <= 1e-9 * hi.abs().max(lo.abs())
+    };
+    let all: Vec<Option<Vec<f64>>> = (0..keys.len()).map(values).collect();
+    (0..keys.len())
+        .map(|i| {
+            let x = all[i].as_ref()?;
+            (0..i).find(|&j| {
+                keys[j].workload == keys[i].workload
+                    && all[j].as_ref().is_some_and(|y| {
+                        y.len() == x.len() && {
+                            let product: Vec<f64> = x.iter().zip(y).map(|(a, b)| a * b).collect();
+                            let ratio: Vec<f64> = x.iter().zip(y).map(|(a, b)| a / b).collect();
+                            constant(&product) || constant(&ratio)
+                        }
+                    })
+            })
+        })
+        .collect()
 }
 
 /// Display names for groups: the label when there is one, else the kernel

@@ -44,8 +44,8 @@ fn clear_improvement_and_reference_layout_figures() {
     assert_eq!(c.iterations, (8, 8));
     let (lo, hi) = c.interval_pct.unwrap();
     assert!(lo > 8.0 && hi < 12.0 && lo < c.change_pct && c.change_pct < hi, "{lo} {hi}");
-    // Two metrics under Holm, both clearly significant: levels α/2 and α.
-    assert!(c.interval_confidence >= 0.975 - 1e-12, "{}", c.interval_confidence);
+    // The latency is 1e6/rate: one member of Holm's family, drawn at α.
+    assert!((c.interval_confidence - 0.95).abs() < 1e-12, "{}", c.interval_confidence);
     // The latency got lower: better too.
     let lat = r.metrics.iter().find(|m| m.key.metric == "fork_latency").unwrap();
     assert_eq!(lat.changes[0].verdict, Verdict::Better);
@@ -354,4 +354,67 @@ fn different_disk_io_or_throttle_is_a_warning() {
         .unwrap()
         .warnings
         .is_empty());
+}
+
+/// Fork boots (one iteration each) with two more metrics per iteration:
+/// `other`, a noisy metric of its own, and `zero`, always 0.
+fn fork_with_others(first: u32, label: &str, sha: &str, rates: &[f64], others: &[f64]) -> Vec<BootRecord> {
+    let per_boot: Vec<&[f64]> = rates.iter().map(std::slice::from_ref).collect();
+    let mut boots = fork_boots(first, label, sha, &per_boot);
+    for (b, &o) in boots.iter_mut().zip(others) {
+        let it = &mut b.result.as_mut().unwrap().workloads[0].iterations[0];
+        it.metrics.insert("other".into(), loads::schema::Metric::higher(o, "ops/s"));
+        it.metrics.insert("zero".into(), loads::schema::Metric::lower(0.0, "errors"));
+    }
+    boots
+}
+
+#[test]
+fn a_metric_that_is_an_exact_function_of_another_or_untestable_does_not_enlarge_the_family() {
+    let a = fork_with_others(0, "a", "aaaa", &[100.0, 101.0, 99.0, 100.5], &[50.0, 52.0, 49.0, 51.0]);
+    let b = fork_with_others(4, "b", "bbbb", &[110.0, 111.0, 109.0, 110.5], &[50.5, 51.0, 50.0, 52.0]);
+    let r = compare(&group("a", a), &[group("b", b)], Settings::default(), None, false).unwrap();
+    let change = |name: &str| r.metrics.iter().find(|m| m.key.metric == name).unwrap().changes[0].clone();
+    // Four metrics, but the family is fork_rate and other: latency is
+    // 1e6/rate, and zero has no test. Holm's first level is 5%/2, not 5%/4.
+    let rate = change("fork_rate");
+    assert!((rate.interval_confidence - 0.975).abs() < 1e-12, "{rate:?}");
+    let latency = change("fork_latency");
+    assert_eq!((latency.interval_confidence, latency.p_adjusted), (rate.interval_confidence, rate.p_adjusted));
+    assert!(change("zero").p_value.is_none());
+    assert!((change("other").interval_confidence - 0.95).abs() < 1e-12, "{:?}", change("other"));
+    assert!(r.method_sentence().contains("exact function of another"), "{}", r.method_sentence());
+    assert!(r.method_sentence().contains("arithmetic means of the boot means"), "{}", r.method_sentence());
+}
+
+#[test]
+fn on_the_fieller_path_the_p_value_agrees_with_the_interval() {
+    use rand::{RngExt, SeedableRng};
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(7);
+    let (mut checked, mut disagree) = (0, Vec::new());
+    for _ in 0..4000 {
+        let base: Vec<f64> = (0..3).map(|_| 100.0 + rng.random_range(-20.0..20.0)).collect();
+        let cand: Vec<f64> = (0..7).map(|_| 110.0 + rng.random_range(-3.0..3.0)).collect();
+        let t = test_metric(&base, &cand, Method::Fieller);
+        let (Some(p), Some((lo, hi))) = (t.p_value, (t.interval)(0.05)) else { continue };
+        checked += 1;
+        if (p < 0.05) != (lo > 1.0 || hi < 1.0) {
+            disagree.push((p, lo, hi));
+        }
+    }
+    assert!(checked > 1000, "{checked}");
+    assert!(disagree.is_empty(), "{} of {checked} disagree, e.g. {:?}", disagree.len(), disagree.first());
+}
+
+#[test]
+fn over_a_negative_baseline_a_fall_is_a_fall() {
+    // Higher is better; the candidate's values are lower (more negative).
+    let a = fork_boots(0, "a", "aaaa", &[&[-100.0], &[-101.0], &[-99.0], &[-100.5]]);
+    let b = fork_boots(4, "b", "bbbb", &[&[-110.0], &[-111.0], &[-109.0], &[-110.5]]);
+    let r = compare(&group("a", a), &[group("b", b)], Settings::default(), None, false).unwrap();
+    let (_, c) = rate(&r, 1);
+    assert_eq!(c.method, Method::Fieller);
+    let (lo, hi) = c.interval_pct.unwrap();
+    assert!(c.change_pct < -9.0 && lo < hi && hi < 0.0, "{c:?}");
+    assert_eq!(c.verdict, Verdict::Worse, "{c:?}");
 }

@@ -98,6 +98,20 @@ impl Fieller {
         }
     }
 
+    /// Two-sided p-value of "the ratio is 1": the statistic the interval
+    /// inverts, |c̄ − b̄| / sqrt(s_c²/n_c + s_b²/n_b), with the interval's
+    /// degrees of freedom, so that it is below α exactly when a bounded
+    /// interval at 1 − α leaves 1 out.
+    pub fn p_value_at_one(&self) -> f64 {
+        use statrs::distribution::{ContinuousCDF, StudentsT};
+        let se = (self.candidate.var_of_mean() + self.baseline.var_of_mean()).sqrt();
+        let d = (self.candidate.mean - self.baseline.mean).abs();
+        if se == 0.0 {
+            return if d == 0.0 { 1.0 } else { 0.0 };
+        }
+        StudentsT::new(0.0, 1.0, self.df()).map_or(f64::NAN, |t| 2.0 * t.sf(d / se))
+    }
+
     /// The interval at level `1 - alpha`: the set of ρ for which
     /// |c̄ − ρ b̄| / sqrt(s_c²/n_c + ρ² s_b²/n_b) ≤ t, solved as a quadratic.
     pub fn interval(&self, alpha: f64) -> RatioInterval {

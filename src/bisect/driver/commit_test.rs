@@ -187,14 +187,17 @@ impl<L: Lab, H: History, J: Journal> Driver<'_, L, H, J> {
         if total.iter().min().copied().unwrap_or(0) as f64 >= f64::from(p.reference_cap) {
             return false;
         }
-        // The ends' effective boots: fewer than they have when a drift
-        // term's lag adds to their means' variance.
-        let nr = 1.0 / model.mean_factor(End::Good).max(model.mean_factor(End::Bad));
-        let cap = f64::from(plan.max_boots);
-        let var = model.variance_of(End::Good, plan.variance).0.max(model.variance_of(End::Bad, plan.variance).0);
+        // The best a candidate can do at the cap: its mean exactly at one
+        // end, against the variance of its difference from either (the
+        // ends' boots and the drift term's lag included).
+        let cap = plan.max_boots as usize;
+        let var = model.difference_variance(End::Good, cap, plan.variance).max(model.difference_variance(
+            End::Bad,
+            cap,
+            plan.variance,
+        ));
         let delta = model.bad.mean - model.good.mean;
-        let w = nr * cap / (nr + cap);
-        let attainable = w * delta * delta / (2.0 * var);
+        let attainable = delta * delta / (2.0 * var);
         attainable < REACH * plan.upper().max(-plan.lower())
     }
 
