@@ -251,7 +251,7 @@ fn default_drift_scale() -> f64 {
 /// The default [`Plan::reference_every`]: one reference boot after every
 /// two candidate boots keeps the drift term's slope measured (with 4, on a
 /// steady host, 26-27 of 300 simulated bisections gave up instead of 10,
-/// and 65% confirmed every change instead of 81-83%).
+/// and 65-66% confirmed every change instead of 81-83%).
 pub const DEFAULT_REFERENCE_EVERY: u32 = 2;
 
 /// The default [`Plan::max_changes`] on the command line: the first change
