@@ -384,7 +384,14 @@ mod tests {
     #[test]
     fn run_options_get_the_cli_defaults() {
         let r = RunOnly::try_parse_from(["run", "--clock", "icount", "--iterations", "3"]).unwrap().run;
-        assert_eq!((r.clock.as_str(), r.iterations, r.smp), ("icount", Some(3), crate::boot::options::DEFAULT_SMP));
+        assert_eq!((r.clock.as_str(), r.iterations, r.smp), ("icount", Some(3), None));
+        assert_eq!(r.smp(), crate::boot::options::ICOUNT_SMP, "one vCPU by default under icount");
+        let real = RunOnly::try_parse_from(["run"]).unwrap().run;
+        assert_eq!(real.smp(), crate::boot::options::DEFAULT_SMP);
+        let accel = RunOnly::try_parse_from(["run", "--accel", "icount:3"]).unwrap().run;
+        assert_eq!(accel.smp(), crate::boot::options::ICOUNT_SMP, "icount asked through --accel");
+        let given = RunOnly::try_parse_from(["run", "--clock", "icount", "--smp", "2"]).unwrap().run;
+        assert_eq!(given.smp(), 2, "a given --smp wins");
     }
 
     #[test]

@@ -28,7 +28,8 @@ fn icount_fork_boots(boots: usize) -> Vec<f64> {
     let out = dir.path().join("results.json");
     let run = run_with_deadline(
         {
-            let mut c = bootbench(["run", "--clock", "icount", "--smp", "1", "--workloads", "fork"]);
+            // No --smp: one vCPU is icount's default.
+            let mut c = bootbench(["run", "--clock", "icount", "--workloads", "fork"]);
             c.args(["--iterations", "2", "--warmup", "1", "--boots", &boots.to_string(), "-o"]).arg(&out);
             c
         },
@@ -44,6 +45,7 @@ fn icount_fork_boots(boots: usize) -> Vec<f64> {
 fn derandomised_fork_mean(boot: &BootRecord) -> f64 {
     assert_eq!(boot.boot.classification, "ok", "{:?}", boot.boot.detail);
     assert!(boot.qemu.argv.windows(2).any(|w| w == ["-seed", "1"]), "no fixed seed: {:?}", boot.qemu.argv);
+    assert_eq!(boot.machine.smp, 1, "icount boots default to one vCPU");
     // ... and `alive` events every 2 guest seconds, which keep a long
     // icount workload inside the host's silence timeout.
     for word in ["nokaslr", "norandmaps", "randomize_kstack_offset=off", "bootbench.alive=2"] {

@@ -592,7 +592,7 @@ impl Lab for QemuLab {
             argv.push(v);
         };
         opt("arch", b.arch.clone());
-        opt("smp", b.smp.to_string());
+        opt("smp", crate::boot::options::smp_for(b.smp, &b.clock, &b.accel).to_string());
         opt("mem", b.mem.clone());
         if let Some(c) = &b.cpu {
             opt("cpu", c.clone());

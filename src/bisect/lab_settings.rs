@@ -26,9 +26,11 @@ pub struct BootOptions {
     /// Workloads to run, comma-separated (default: the metric's workload).
     #[arg(long)]
     pub workloads: Option<String>,
-    /// vCPUs.
-    #[arg(long, default_value_t = run_options::DEFAULT_SMP)]
-    pub smp: u32,
+    /// vCPUs [default: 2, or 1 with --clock icount (see `bootbench run
+    /// --help`)].
+    #[arg(long)]
+    #[serde(default)]
+    pub smp: Option<u32>,
     /// Guest memory, e.g. 1G, 512M.
     #[arg(long, default_value = run_options::DEFAULT_MEM)]
     pub mem: String,

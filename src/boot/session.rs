@@ -234,7 +234,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
     let guests = guest_suites(args, &suite, &variants, arch.name(), real_builds)?;
     let mut scratch_room = None;
     for g in &guests {
-        if let Some(room) = crate::suite_choice::scratch_room(g, args.smp)? {
+        if let Some(room) = crate::suite_choice::scratch_room(g, args.smp())? {
             scratch_room = Some(scratch_room.map_or(room, |r: u64| r.max(room)));
         }
     }
@@ -248,7 +248,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
             mem_mib,
         )?)
     };
-    let mem_mib = guest_memory(mem_choice, &guests, args.smp, decide_storage)?;
+    let mem_mib = guest_memory(mem_choice, &guests, args.smp(), decide_storage)?;
     let storage =
         decide_storage(mem_mib)?.with_throttle(args.disk_throttle.as_deref(), icount_option(choice.accel, clock))?;
     // The pack goes to every boot when any guest's suite needs it.
@@ -331,7 +331,12 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
         }
         images.push(img);
     }
-    eprintln!("run: accel {} ({}); {} vCPU, {} MiB", choice.accel, choice.reason, args.smp, mem_mib);
+    let why_smp = if args.smp.is_none() && args.smp() == crate::boot::options::ICOUNT_SMP {
+        " (the default under icount: a second vCPU makes boots differ; --smp to choose)"
+    } else {
+        ""
+    };
+    eprintln!("run: accel {} ({}); {} vCPU{why_smp}, {} MiB", choice.accel, choice.reason, args.smp(), mem_mib);
 
     let mut uploads = match (&args.upload_url, &args.upload_token) {
         _ if args.serve => Some(crate::boot::run_upload::RunUpload::serve(args.serve_db.as_deref(), work.path())?),
@@ -387,7 +392,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
                     spec.cmdline.push(PACK_CMDLINE_KEY, &p.record.serial)?;
                 }
                 spec.accel = choice.accel;
-                spec.smp = args.smp;
+                spec.smp = args.smp();
                 spec.mem_mib = mem_mib;
                 spec.cpu = args.cpu.clone();
                 spec.cmdline.push_flag("quiet")?;
@@ -611,7 +616,7 @@ fn envelope(
         qemu: QemuRef { version: qemu_version.to_string(), argv: outcome.argv.clone() },
         machine: MachineShape {
             arch: arch.to_string(),
-            smp: args.smp,
+            smp: args.smp(),
             mem_mib,
             cpu: args.cpu.clone(),
             accel: choice.accel.to_string(),

@@ -401,7 +401,7 @@ pub fn compare(inputs: &StartupInputs) -> anyhow::Result<(String, bool)> {
     let what = format!(
         "clock {}, {} vCPU, {} round(s) interleaved, kernel {}",
         inputs.run.clock,
-        inputs.run.smp,
+        inputs.run.smp(),
         inputs.rounds,
         k.image.display()
     );
