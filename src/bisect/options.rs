@@ -373,6 +373,9 @@ mod tests {
         assert!(e.contains("--reference-window 40 needs --drift-term none"), "{e}");
         assert_eq!(parsed(&["--reference-window", "40", "--drift-term", "none"]).plan().unwrap().reference_window, 40);
         assert_eq!(parsed(&["--drift-scale", "0"]).plan().unwrap().drift_scale, 0.0, "a flat prior");
+        let e =
+            <Cmd as clap::Parser>::try_parse_from(["bisect", "--drift-term", "quadratic"]).err().unwrap().to_string();
+        assert!(e.contains("unknown drift model 'quadratic' (expected linear or none)"), "{e}");
         let e = parsed(&["--drift-scale", "2%"]).plan().unwrap_err().to_string();
         assert!(e.contains("--drift-scale must be at least 0%"), "{e}");
         let drift = parsed(&["--drift-term", "none", "--drift-scale", "0.05%", "--reference-every", "2"]);

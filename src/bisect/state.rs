@@ -781,14 +781,10 @@ impl BisectState {
         self.boots.iter().filter(|b| b.role == role).filter_map(|b| b.value).collect()
     }
 
-    /// Per-boot values of one reference as a test run now compares them:
-    /// those among the last [`Plan::reference_window`] boots, and at least
-    /// the [`NEAR_LEAST`] most recent ones (every one with no window).
-    pub fn reference_values_near(&self, role: Role) -> Vec<f64> {
-        self.timed_reference_near(role).into_iter().map(|(_, v)| v).collect()
-    }
-
-    /// [`BisectState::reference_values_near`] with each boot's place.
+    /// The boots of one reference, with their places, as a test run now
+    /// compares them: those among the last [`Plan::reference_window`] boots,
+    /// and at least the [`NEAR_LEAST`] most recent ones (every one with no
+    /// window, or with the drift term).
     fn timed_reference_near(&self, role: Role) -> Vec<TimedValue> {
         let all = self.timed(|b| b.role == role);
         let window = self.plan.reference_window as usize;
@@ -902,13 +898,9 @@ impl BisectState {
         self.boots.iter().filter(move |b| b.role == Role::Candidate && b.test == Some(number))
     }
 
-    /// The boots of every test but `except`, by verdict: those judged like
-    /// the good end, like the bad end, and the rest (running or skipped).
-    pub fn judged_groups(&self, except: u32) -> JudgedGroups {
-        self.judged_groups_with(except, None)
-    }
-
-    /// [`BisectState::judged_groups`] with values moved by `fit`.
+    /// The boots of every test but `except`, by verdict (those judged like
+    /// the good end, like the bad end, and the rest: running or skipped),
+    /// with values moved by `fit`.
     fn judged_groups_with(&self, except: u32, fit: Option<&DriftFit>) -> JudgedGroups {
         let mut out = JudgedGroups::default();
         for t in self.tests.iter().filter(|t| t.number != except) {
@@ -943,7 +935,7 @@ impl BisectState {
 }
 
 /// Groups of candidate boots by their test's verdict (see
-/// [`BisectState::judged_groups`]).
+/// `BisectState::judged_groups_with`).
 #[derive(Debug, Clone, Default)]
 pub struct JudgedGroups {
     /// Tests judged like the good end.
@@ -1119,6 +1111,10 @@ mod tests {
         assert_eq!(few.outlier(1500.0), None);
     }
 
+    fn near(s: &BisectState, role: Role) -> Vec<f64> {
+        s.timed_reference_near(role).into_iter().map(|(_, v)| v).collect()
+    }
+
     #[test]
     fn a_window_takes_the_ends_recent_boots_and_at_least_the_last_few() {
         let mut s = BisectState::new(
@@ -1145,18 +1141,18 @@ mod tests {
         }
         // The last 10 boots (20-29) hold good 7 and bad 7; at least the 4
         // most recent of each end are taken.
-        assert_eq!(s.reference_values_near(Role::GoodReference), [4.0, 5.0, 6.0, 7.0]);
-        assert_eq!(s.reference_values_near(Role::BadReference), [4.0, 5.0, 6.0, 7.0]);
+        assert_eq!(near(&s, Role::GoodReference), [4.0, 5.0, 6.0, 7.0]);
+        assert_eq!(near(&s, Role::BadReference), [4.0, 5.0, 6.0, 7.0]);
         s.plan.reference_window = 23;
-        assert_eq!(s.reference_values_near(Role::BadReference), [2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
-        assert_eq!(s.reference_values_near(Role::GoodReference), [4.0, 5.0, 6.0, 7.0]);
+        assert_eq!(near(&s, Role::BadReference), [2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
+        assert_eq!(near(&s, Role::GoodReference), [4.0, 5.0, 6.0, 7.0]);
         // The drift term takes every boot: no window.
         s.plan.drift = DriftModel::Linear;
-        assert_eq!(s.reference_values_near(Role::GoodReference), s.reference_values(Role::GoodReference));
+        assert_eq!(near(&s, Role::GoodReference), s.reference_values(Role::GoodReference));
         s.plan.drift = DriftModel::None;
         // No window: every boot, as states from before it.
         s.plan.reference_window = 0;
-        assert_eq!(s.reference_values_near(Role::GoodReference), s.reference_values(Role::GoodReference));
+        assert_eq!(near(&s, Role::GoodReference), s.reference_values(Role::GoodReference));
         let old: Plan = serde_json::from_value({
             let mut v = serde_json::to_value(Plan::default()).unwrap();
             v.as_object_mut().unwrap().remove("reference_window");
