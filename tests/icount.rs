@@ -46,6 +46,11 @@ fn derandomised_fork_mean(boot: &BootRecord) -> f64 {
     assert_eq!(boot.boot.classification, "ok", "{:?}", boot.boot.detail);
     assert!(boot.qemu.argv.windows(2).any(|w| w == ["-seed", "1"]), "no fixed seed: {:?}", boot.qemu.argv);
     assert_eq!(boot.machine.smp, 1, "icount boots default to one vCPU");
+    // What decides an icount figure, recorded for comparisons across hosts.
+    let machine_type = boot.machine.machine_type.as_deref().unwrap_or_default();
+    assert!(machine_type.starts_with("pc-q35-"), "q35 not resolved to its versioned type: {:?}", boot.machine);
+    assert_eq!(boot.machine.cpu_model.as_deref(), Some("max"), "{:?}", boot.machine);
+    assert!(boot.host.as_ref().is_some_and(|h| !h.name.is_empty() && h.cpus > 0), "{:?}", boot.host);
     // ... and `alive` events every 2 guest seconds, which keep a long
     // icount workload inside the host's silence timeout.
     for word in ["nokaslr", "norandmaps", "randomize_kstack_offset=off", "bootbench.alive=2"] {

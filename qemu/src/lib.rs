@@ -31,5 +31,6 @@ pub use argv::QemuCommand;
 pub use cmdline::KernelCmdline;
 pub use outcome::{BootOutcome, Classification, HangKind, Timings};
 pub use runner::{
-    boot, probe_disk_io, qemu_version, BootSpec, RunnerError, Timeouts, PORT_CMDLINE_KEY, RESULTS_PORT_NAME,
+    boot, machine_facts, probe_disk_io, qemu_version, BootSpec, MachineFacts, MachineQueryError, RunnerError, Timeouts,
+    PORT_CMDLINE_KEY, RESULTS_PORT_NAME,
 };

@@ -5,20 +5,25 @@
 //!
 //! Layout: `boot_spec` (the spec, its limits and the QEMU command) and
 //! `qemu_process` (spawned-process plumbing), neither using the other;
+//! `machine_query` (what a `-machine` name stands for, asked of QEMU);
 //! this module runs the boot: deadlines, console scanning and the verdict.
 
 mod boot_spec;
+mod machine_query;
 mod qemu_process;
 #[cfg(test)]
 mod tests;
 
 pub use boot_spec::{BootSpec, RunnerError, Timeouts, PORT_CMDLINE_KEY, RESULTS_PORT_NAME};
+pub use machine_query::{machine_facts, MachineFacts, MachineQueryError};
 
 use crate::argv::escape_option_value;
 use crate::console_scan::{ConsoleScan, MAX_KERNEL_ERRORS, MAX_LOG_BYTES};
 use crate::disk_io::{direct_io_check, DiskAio, DiskIoProbe};
 use crate::outcome::{judge, BootOutcome, HangKind, Judgement, RunEnd, RunFacts, Timings};
-use qemu_process::{die_with_parent, kill_and_reap, spawn_reader, spawn_stderr_reader, wait_bounded, Feed};
+use qemu_process::{
+    die_with_parent, guestless_qemu, kill_and_reap, spawn_reader, spawn_stderr_reader, wait_bounded, Feed,
+};
 use std::io::{self, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
@@ -103,18 +108,8 @@ fn qemu_opens_disk(binary: &Path, image: &Path, aio: DiskAio, limit: Duration) -
         escape_option_value(&image.to_string_lossy()),
         aio.name()
     );
-    let mut command = std::process::Command::new(binary);
-    command
-        .args(["-machine", "none", "-nodefaults", "-display", "none", "-monitor", "stdio", "-drive", &drive])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let parent = nix::unistd::getpid();
-    // SAFETY: as in `boot`: prctl(2) and getppid(2) only, no allocation.
-    unsafe {
-        command.pre_exec(move || die_with_parent(parent));
-    }
+    let mut command = guestless_qemu(binary, &["-monitor", "stdio", "-drive", &drive]);
+    command.stdout(Stdio::null()).stderr(Stdio::piped());
     let mut child = command.spawn().map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
     let stderr = child.stderr.take().map(spawn_stderr_reader);
     if let Some(mut stdin) = child.stdin.take() {

@@ -6,6 +6,7 @@
 //! crates, and (for `run --serve` only) the results service; never on
 //! statistics, reports, bisection or a command.
 
+pub mod host_facts;
 pub mod image;
 pub mod init_build;
 pub mod kernels;

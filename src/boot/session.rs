@@ -284,6 +284,16 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
         .collect::<Result<Vec<_>, _>>()?;
     let profile = arch.profile();
     let qemu_version = qemu::qemu_version(&profile.qemu_binary)?;
+    // What decides an icount figure besides the images: recorded so that
+    // figures from two hosts can be checked for having run the same machine.
+    let machine_facts = match qemu::machine_facts(&profile.qemu_binary, &profile.machine) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            eprintln!("run: {e}; the results will not record the machine type and CPU model");
+            None
+        }
+    };
+    let host = crate::boot::host_facts::this_host();
     crate::interrupt::install()?;
     let work = tempfile::Builder::new().prefix("bootbench-run-").tempdir().context("cannot create a temp dir")?;
     // Probed once: where the images go and how QEMU does their I/O.
@@ -431,7 +441,9 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
                 disks.remove();
                 let outcome = outcome?;
                 let upload_seen = uploads.as_ref().map(|_| (outcome.events.clone(), outcome.document.clone()));
-                let mut record = envelope(args, &label, k, img, &qemu_version, &choice, mem_mib, arch, index, outcome);
+                let qemu = QemuFacts { version: &qemu_version, machine: machine_facts.as_ref() };
+                let mut record = envelope(args, &label, k, img, qemu, &choice, mem_mib, arch, index, outcome);
+                record.host = Some(host.clone());
                 record.storage = storage.any().then(|| disks.record.clone());
                 record.pack = pack.as_ref().map(|p| p.record.clone());
                 record.channels = channel_reports(&record.console_log, img.port.then_some(port_file.as_path()));
@@ -568,13 +580,33 @@ fn kept_workloads(result: Option<&RunDocument>, streams: &[String]) -> Option<Ke
     }
 }
 
+/// What the run learned of its QEMU once, before the first boot.
+#[derive(Clone, Copy)]
+struct QemuFacts<'a> {
+    /// `--version`'s first line.
+    version: &'a str,
+    /// What the profile's `-machine` stands for, when QEMU said.
+    machine: Option<&'a qemu::MachineFacts>,
+}
+
+impl QemuFacts<'_> {
+    /// The CPU model a boot ran: its argv's `-cpu`, else the machine type's
+    /// default.
+    fn cpu_model(&self, argv: &[String]) -> Option<String> {
+        argv.windows(2)
+            .find(|w| w[0] == "-cpu")
+            .map(|w| w[1].clone())
+            .or_else(|| self.machine.and_then(|m| m.default_cpu.clone()))
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn envelope(
     args: &RunOptions,
     label: &str,
     k: &KernelUnderTest,
     img: &PreparedImage,
-    qemu_version: &str,
+    qemu_facts: QemuFacts,
     choice: &qemu::AccelChoice,
     mem_mib: u64,
     arch: Arch,
@@ -613,8 +645,10 @@ fn envelope(
             sha256: img.built.sha256.clone(),
             bytes: img.built.bytes,
         },
-        qemu: QemuRef { version: qemu_version.to_string(), argv: outcome.argv.clone() },
+        qemu: QemuRef { version: qemu_facts.version.to_string(), argv: outcome.argv.clone() },
         machine: MachineShape {
+            machine_type: qemu_facts.machine.map(|m| m.machine_type.clone()),
+            cpu_model: qemu_facts.cpu_model(&outcome.argv),
             arch: arch.to_string(),
             smp: args.smp(),
             mem_mib,
@@ -638,6 +672,7 @@ fn envelope(
         upload: None,
         storage: None,
         pack: None,
+        host: None,
         console_log: outcome.console_log,
     }
 }

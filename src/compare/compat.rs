@@ -153,8 +153,13 @@ fn environment(b: &BootRecord) -> Vec<(&'static str, String)> {
         ("accel", b.machine.accel.clone()),
         ("vCPUs", b.machine.smp.to_string()),
         ("memory", format!("{} MiB", b.machine.mem_mib)),
-        ("CPU model", b.machine.cpu.clone().unwrap_or_else(|| "default".into())),
+        ("CPU model", cpu_model(b)),
+        // The versioned type (`q35` stands for a different machine in each
+        // QEMU release); files written before it was recorded say nothing.
+        ("machine type", b.machine.machine_type.clone().unwrap_or_default()),
         ("QEMU", b.qemu.version.clone()),
+        // The shift scales guest time per instruction.
+        ("icount", argv_value(b, "-icount").unwrap_or_default()),
         // A different init or suite is a different benchmark.
         ("initramfs sha256", b.initramfs.sha256.get(..12).unwrap_or(&b.initramfs.sha256).to_string()),
         ("guest CPUs online", guest.map(|p| p.machine.cpus.to_string()).unwrap_or_default()),
@@ -164,6 +169,23 @@ fn environment(b: &BootRecord) -> Vec<(&'static str, String)> {
         ("disk I/O", disk_io(b)),
         ("disk throttle", disk_throttle(b)),
     ]
+}
+
+/// The CPU model the guest ran: as recorded, else the argv's `-cpu` (files
+/// written before the model was recorded), else the one asked for, else
+/// QEMU's default.
+fn cpu_model(b: &BootRecord) -> String {
+    b.machine
+        .cpu_model
+        .clone()
+        .or_else(|| argv_value(b, "-cpu"))
+        .or_else(|| b.machine.cpu.clone())
+        .unwrap_or_else(|| "default".into())
+}
+
+/// The value after `option` in the boot's QEMU argv.
+fn argv_value(b: &BootRecord, option: &str) -> Option<String> {
+    b.qemu.argv.windows(2).find(|w| w[0] == option).map(|w| w[1].clone())
 }
 
 /// How QEMU did the disks' I/O; empty without disks.
@@ -207,8 +229,45 @@ fn iteration_counts(b: &BootRecord) -> Vec<(&'static str, String)> {
 /// Warnings for every aspect of the machine that differs across the boots
 /// of all groups (`groups` are (name, boots) pairs). Empty values (boots
 /// without a guest document) are ignored.
+/// When the boots ran on more than one host, a line saying so: under
+/// icount with nothing else differing, that the figures compare across
+/// the hosts; otherwise a warning.
 pub fn environment_warnings(groups: &[(&str, &[BootRecord])]) -> Vec<String> {
-    differences(groups, environment)
+    let mut out = differences(groups, environment);
+    out.extend(hosts_line(groups, out.is_empty()));
+    out
+}
+
+/// The line about the hosts behind the boots, when there is more than one
+/// (boots without a recorded host are left out); `same_machine` says that
+/// no other aspect of [`environment`] differs.
+fn hosts_line(groups: &[(&str, &[BootRecord])], same_machine: bool) -> Option<String> {
+    let mut hosts: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (name, boots) in groups {
+        for h in boots.iter().filter_map(|b| b.host.as_ref()).filter(|h| !h.name.is_empty()) {
+            hosts.entry(h.name.as_str()).or_default().insert(name);
+        }
+    }
+    if hosts.len() < 2 {
+        return None;
+    }
+    let listed: Vec<String> = hosts
+        .iter()
+        .map(|(h, names)| format!("{h} ({})", names.iter().copied().collect::<Vec<_>>().join(", ")))
+        .collect();
+    let listed = listed.join(" vs ");
+    let icount = groups.iter().flat_map(|(_, boots)| boots.iter()).all(|b| b.machine.accel == "icount");
+    Some(match (icount, same_machine) {
+        (true, true) => format!(
+            "the boots ran on different hosts: {listed}; all ran under icount with the same QEMU, machine type, CPU model, vCPUs, memory, initramfs and bootbench, so their figures count the same virtual machine's instructions and compare across the hosts"
+        ),
+        (true, false) => format!(
+            "the boots ran on different hosts: {listed}; icount figures compare across hosts only when the virtual machine is the same, and here it is not (the differences are listed above)"
+        ),
+        (false, _) => format!(
+            "the machines differ — the boots ran on different hosts: {listed}; real-clock figures measure the host as much as the kernel: compare boots of one host, or icount boots (--clock icount), whose figures do not depend on the host"
+        ),
+    })
 }
 
 /// A warning when the boots' warmup or measured iteration counts differ.

@@ -229,6 +229,94 @@ fn machine_differences_are_warnings() {
     assert!(r.warnings[1].contains("vCPUs differs"));
 }
 
+/// `boots` moved to host `name` and icount (shift 0), with the recorded
+/// machine type and CPU model of an x86_64 icount boot.
+fn on_host(mut boots: Vec<BootRecord>, name: &str) -> Vec<BootRecord> {
+    for b in &mut boots {
+        b.host = Some(crate::results::HostRef { name: name.into(), cpus: 2, ..Default::default() });
+        b.machine.accel = "icount".into();
+        b.machine.machine_type = Some("pc-q35-10.0".into());
+        b.machine.cpu_model = Some("max".into());
+        b.initramfs.sha256 = "0123456789abcdef".into();
+        b.qemu.argv = ["-machine", "q35", "-icount", "shift=0,sleep=off", "-cpu", "max"].map(String::from).to_vec();
+    }
+    boots
+}
+
+#[test]
+fn icount_boots_of_one_machine_on_two_hosts_compare_and_say_so() {
+    let a = on_host(fork_boots(0, "a", "aaaa", &[&[100.0], &[101.0]]), "alpha");
+    let b = on_host(fork_boots(2, "b", "aaaa", &[&[100.0], &[101.0]]), "beta");
+    let r = compare(&group("a", a.clone()), &[group("b", b.clone())], Settings::default(), None, false).unwrap();
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    let w = &r.warnings[0];
+    assert!(w.contains("different hosts: alpha (a) vs beta (b)"), "{w}");
+    assert!(w.contains("compare across the hosts") && !w.contains("machines differ"), "{w}");
+    // One host: no line at all.
+    let b1 = on_host(fork_boots(2, "b", "aaaa", &[&[100.0], &[101.0]]), "alpha");
+    assert!(compare(&group("a", a.clone()), &[group("b", b1)], Settings::default(), None, false)
+        .unwrap()
+        .warnings
+        .is_empty());
+
+    // Each aspect that decides an icount figure, changed on one host, is
+    // named, and the hosts' line then says the figures do not compare.
+    type Change = fn(&mut BootRecord);
+    let changes: [(&str, Change); 5] = [
+        ("machine type differs: pc-q35-10.0 (a) vs pc-q35-9.2 (b)", |b| {
+            b.machine.machine_type = Some("pc-q35-9.2".into())
+        }),
+        ("CPU model differs: Skylake-Client (b) vs max (a)", |b| b.machine.cpu_model = Some("Skylake-Client".into())),
+        ("icount differs: shift=0,sleep=off (a) vs shift=3,sleep=off (b)", |b| {
+            b.qemu.argv[3] = "shift=3,sleep=off".into()
+        }),
+        ("QEMU differs: QEMU 10.0.2 (a) vs QEMU 9.2.0 (b)", |b| b.qemu.version = "QEMU 9.2.0".into()),
+        ("initramfs sha256 differs: 0123456789ab (a) vs ffffffffffff (b)", |b| b.initramfs.sha256 = "f".repeat(64)),
+    ];
+    for (expected, change) in changes {
+        let (mut a, mut b) = (a.clone(), b.clone());
+        for boot in &mut a {
+            boot.qemu.version = "QEMU 10.0.2".into();
+        }
+        for boot in &mut b {
+            boot.qemu.version = "QEMU 10.0.2".into();
+            change(boot);
+        }
+        let r = compare(&group("a", a), &[group("b", b)], Settings::default(), None, false).unwrap();
+        assert!(r.warnings.iter().any(|w| w.contains(expected)), "{expected}: {:?}", r.warnings);
+        let hosts = r.warnings.last().unwrap();
+        assert!(hosts.contains("different hosts") && hosts.contains("here it is not"), "{expected}: {hosts}");
+    }
+}
+
+#[test]
+fn real_clock_boots_on_two_hosts_are_a_machine_warning() {
+    let mut a = on_host(fork_boots(0, "a", "aaaa", &[&[100.0], &[101.0]]), "alpha");
+    let mut b = on_host(fork_boots(2, "b", "bbbb", &[&[100.0], &[101.0]]), "beta");
+    for boot in a.iter_mut().chain(&mut b) {
+        boot.machine.accel = "tcg".into();
+        boot.qemu.argv.drain(2..4);
+    }
+    let r = compare(&group("a", a), &[group("b", b)], Settings::default(), None, false).unwrap();
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    assert!(r.warnings[0].starts_with("the machines differ — the boots ran on different hosts: alpha (a) vs beta (b)"));
+    assert!(r.warnings[0].contains("--clock icount"), "{}", r.warnings[0]);
+}
+
+#[test]
+fn a_file_without_a_recorded_machine_type_or_cpu_model_is_no_difference() {
+    // Older files: no machine type, no CPU model (the argv's -cpu stands in).
+    let a = on_host(fork_boots(0, "a", "aaaa", &[&[100.0], &[101.0]]), "alpha");
+    let mut b = on_host(fork_boots(2, "b", "bbbb", &[&[100.0], &[101.0]]), "alpha");
+    for boot in &mut b {
+        boot.machine.machine_type = None;
+        boot.machine.cpu_model = None;
+        boot.host = None;
+    }
+    let r = compare(&group("a", a), &[group("b", b)], Settings::default(), None, false).unwrap();
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+}
+
 #[test]
 fn different_iteration_counts_are_a_warning() {
     let a = fork_boots(0, "a", "aaaa", &[&[100.0, 99.0], &[101.0, 100.0]]);

@@ -116,6 +116,33 @@ pub struct MachineShape {
     /// Why that accel mode was chosen.
     #[serde(default)]
     pub accel_reason: String,
+    /// The versioned machine type QEMU ran (`pc-q35-10.0` for `-machine
+    /// q35` in QEMU 10.0), when QEMU said; files written before it was
+    /// recorded lack it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_type: Option<String>,
+    /// The CPU model the guest ran on: the `-cpu` given to QEMU, or the
+    /// machine type's default when none was; absent in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_model: Option<String>,
+}
+
+/// The host that ran a boot. Real-clock figures depend on it; icount
+/// figures (counts of guest instructions) should not, which is what lets
+/// them be compared across hosts when everything the guest ran matches.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostRef {
+    /// The host's name (`uname -n`).
+    pub name: String,
+    /// Its CPU model, as `/proc/cpuinfo` names it.
+    #[serde(default)]
+    pub cpu: String,
+    /// Its logical CPUs.
+    #[serde(default)]
+    pub cpus: u32,
+    /// Its kernel release (`uname -r`).
+    #[serde(default)]
+    pub kernel: String,
 }
 
 /// How a boot ended and how long it took.
@@ -211,6 +238,10 @@ pub struct BootRecord {
     pub qemu: QemuRef,
     /// Machine shape and accel.
     pub machine: MachineShape,
+    /// The host that ran it; absent in files written before it was
+    /// recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostRef>,
     /// Boot outcome.
     pub boot: BootInfo,
     /// The guest's document when it arrived intact.

@@ -31,6 +31,25 @@ pub(super) fn die_with_parent(parent: Pid) -> io::Result<()> {
     Ok(())
 }
 
+/// A QEMU without a guest (`-machine none -nodefaults -display none`, then
+/// `args`), in a process group of its own, dying with us, its stdin piped
+/// (for its monitor); the caller sets stdout and stderr.
+pub(super) fn guestless_qemu(binary: &std::path::Path, args: &[&str]) -> std::process::Command {
+    use std::os::unix::process::CommandExt;
+    let mut command = std::process::Command::new(binary);
+    command
+        .args(["-machine", "none", "-nodefaults", "-display", "none"])
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .process_group(0);
+    let parent = nix::unistd::getpid();
+    // SAFETY: as in `boot`: prctl(2) and getppid(2) only, no allocation.
+    unsafe {
+        command.pre_exec(move || die_with_parent(parent));
+    }
+    command
+}
+
 /// Kills QEMU and everything in its process group, then reaps QEMU. Only
 /// called while QEMU is not yet reaped, so its pid (the group id) cannot
 /// have been reused.
