@@ -199,7 +199,9 @@ pub struct PlanOptions {
     /// must differ significantly and by at least this much.
     #[arg(long, default_value = "2%")]
     pub threshold: String,
-    /// Highest rate at which the whole bisection may name a wrong culprit.
+    /// Highest rate at which the whole bisection may confirm a wrong
+    /// culprit (the level of the confirmation; an unconfirmed culprit
+    /// carries no such bound).
     #[arg(long, default_value = "5%")]
     pub wrong_culprit_rate: String,
     /// Nominal error rate of each bisection step (α = β), e.g. 3%: the

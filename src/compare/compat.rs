@@ -172,15 +172,11 @@ fn environment(b: &BootRecord) -> Vec<(&'static str, String)> {
 }
 
 /// The CPU model the guest ran: as recorded, else the argv's `-cpu` (files
-/// written before the model was recorded), else the one asked for, else
-/// QEMU's default.
+/// written before the model was recorded), else the one asked for; empty
+/// (no difference) when unknown, as for a store's bare document or an
+/// older file that left QEMU's default unnamed.
 fn cpu_model(b: &BootRecord) -> String {
-    b.machine
-        .cpu_model
-        .clone()
-        .or_else(|| argv_value(b, "-cpu"))
-        .or_else(|| b.machine.cpu.clone())
-        .unwrap_or_else(|| "default".into())
+    b.machine.cpu_model.clone().or_else(|| argv_value(b, "-cpu")).or_else(|| b.machine.cpu.clone()).unwrap_or_default()
 }
 
 /// The value after `option` in the boot's QEMU argv.
@@ -230,8 +226,9 @@ fn iteration_counts(b: &BootRecord) -> Vec<(&'static str, String)> {
 /// of all groups (`groups` are (name, boots) pairs). Empty values (boots
 /// without a guest document) are ignored.
 /// When the boots ran on more than one host, a line saying so: under
-/// icount with nothing else differing, that the figures compare across
-/// the hosts; otherwise a warning.
+/// icount on one vCPU without disks, with the same virtual machine known
+/// to have run everywhere, that the figures compare across the hosts;
+/// otherwise a warning.
 pub fn environment_warnings(groups: &[(&str, &[BootRecord])]) -> Vec<String> {
     let mut out = differences(groups, environment);
     out.extend(hosts_line(groups, out.is_empty()));
@@ -240,33 +237,63 @@ pub fn environment_warnings(groups: &[(&str, &[BootRecord])]) -> Vec<String> {
 
 /// The line about the hosts behind the boots, when there is more than one
 /// (boots without a recorded host are left out); `same_machine` says that
-/// no other aspect of [`environment`] differs.
+/// no aspect of [`environment`] differs. A host is its name, CPU and CPU
+/// count: two machines that share a default hostname still differ.
 fn hosts_line(groups: &[(&str, &[BootRecord])], same_machine: bool) -> Option<String> {
-    let mut hosts: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut hosts: BTreeMap<(&str, &str, u32), BTreeSet<&str>> = BTreeMap::new();
     for (name, boots) in groups {
         for h in boots.iter().filter_map(|b| b.host.as_ref()).filter(|h| !h.name.is_empty()) {
-            hosts.entry(h.name.as_str()).or_default().insert(name);
+            hosts.entry((h.name.as_str(), h.cpu.as_str(), h.cpus)).or_default().insert(name);
         }
     }
     if hosts.len() < 2 {
         return None;
     }
+    let names: BTreeSet<&str> = hosts.keys().map(|k| k.0).collect();
     let listed: Vec<String> = hosts
         .iter()
-        .map(|(h, names)| format!("{h} ({})", names.iter().copied().collect::<Vec<_>>().join(", ")))
+        .map(|((host, cpu, cpus), groups)| {
+            // The CPU is named only where the names alone would not tell
+            // the hosts apart.
+            let host =
+                if names.len() == hosts.len() { host.to_string() } else { format!("{host} [{cpu}, {cpus} CPUs]") };
+            format!("{host} ({})", groups.iter().copied().collect::<Vec<_>>().join(", "))
+        })
         .collect();
     let listed = listed.join(" vs ");
-    let icount = groups.iter().flat_map(|(_, boots)| boots.iter()).all(|b| b.machine.accel == "icount");
-    Some(match (icount, same_machine) {
-        (true, true) => format!(
-            "the boots ran on different hosts: {listed}; all ran under icount with the same QEMU, machine type, CPU model, vCPUs, memory, initramfs and bootbench, so their figures count the same virtual machine's instructions and compare across the hosts"
-        ),
-        (true, false) => format!(
-            "the boots ran on different hosts: {listed}; icount figures compare across hosts only when the virtual machine is the same, and here it is not (the differences are listed above)"
-        ),
-        (false, _) => format!(
+    let boots = || groups.iter().flat_map(|(_, boots)| boots.iter());
+    if !boots().all(|b| b.machine.accel == "icount") {
+        return Some(format!(
             "the machines differ — the boots ran on different hosts: {listed}; real-clock figures measure the host as much as the kernel: compare boots of one host, or icount boots (--clock icount), whose figures do not depend on the host"
-        ),
+        ));
+    }
+    if !same_machine {
+        return Some(format!(
+            "the boots ran on different hosts: {listed}; icount figures compare across hosts only when the virtual machine is the same, and here it is not (the differences are listed above)"
+        ));
+    }
+    // What lets the host's timing reach an icount guest, or leaves the
+    // machine unknown.
+    let mut reasons = Vec::new();
+    if boots().any(|b| b.machine.machine_type.is_none()) {
+        reasons.push("some boots do not record their machine type (older files or a failed QEMU query)");
+    }
+    if boots().any(|b| b.machine.smp > 1) {
+        reasons.push("with more than one vCPU, when host events land decides where the guest's tasks run");
+    }
+    if boots().any(|b| b.storage.as_ref().is_some_and(|s| s.scratch.is_some() || s.swap.is_some()) || b.pack.is_some())
+    {
+        reasons.push("disk I/O completes at host-dependent points of the guest's instruction stream");
+    }
+    Some(if reasons.is_empty() {
+        format!(
+            "the boots ran on different hosts: {listed}; all ran under icount on one vCPU without disks, with the same QEMU, machine type, CPU model, memory, initramfs and bootbench, so their figures count the same virtual machine's instructions and compare across the hosts"
+        )
+    } else {
+        format!(
+            "the boots ran on different hosts: {listed}; they ran the same virtual machine under icount, but their figures may differ across the hosts by more than within one: {}",
+            reasons.join("; ")
+        )
     })
 }
 
@@ -306,7 +333,8 @@ fn differences(
                 .iter()
                 .map(|(v, names)| format!("{v} ({})", names.iter().copied().collect::<Vec<_>>().join(", ")))
                 .collect();
-            let severe = matches!(aspect, "arch" | "accel" | "vCPUs" | "memory" | "CPU model");
+            let severe =
+                matches!(aspect, "arch" | "accel" | "vCPUs" | "memory" | "CPU model" | "machine type" | "icount");
             out.push(format!(
                 "{}{aspect} differs: {}",
                 if severe { "the machines differ — " } else { "" },

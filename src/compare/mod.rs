@@ -153,7 +153,8 @@ pub struct KernelInfo {
     pub cmdline: String,
     /// Label.
     pub label: String,
-    /// Arch, accel, vCPUs, memory of its first boot.
+    /// Arch, accel, vCPUs, memory of its first boot, then its machine type
+    /// and the host that ran it, when recorded.
     pub machine: String,
     /// Boots in the group.
     pub boots_total: usize,
@@ -322,6 +323,19 @@ impl Report {
     }
 }
 
+/// `x86_64 icount, 1 vCPU, 1024 MiB`, then `, pc-q35-10.0` and `, on HOST`
+/// when the boot recorded them.
+fn machine_text(b: &BootRecord) -> String {
+    let mut text = format!("{} {}, {} vCPU, {} MiB", b.machine.arch, b.machine.accel, b.machine.smp, b.machine.mem_mib);
+    if let Some(t) = &b.machine.machine_type {
+        text.push_str(&format!(", {t}"));
+    }
+    if let Some(h) = b.host.as_ref().filter(|h| !h.name.is_empty()) {
+        text.push_str(&format!(", on {}", h.name));
+    }
+    text
+}
+
 fn figures(series: &samples::MetricSeries, baseline_mean: f64) -> KernelFigures {
     let means = series.boot_means();
     let summary = SampleSummary::of(&means);
@@ -461,14 +475,7 @@ pub fn compare(
                 image_sha256: first.map(|b| b.kernel.image_sha256.clone()).unwrap_or_default(),
                 cmdline: first.map(|b| b.cmdline.clone()).unwrap_or_default(),
                 label: first.map(|b| b.label.clone()).unwrap_or_default(),
-                machine: first
-                    .map(|b| {
-                        format!(
-                            "{} {}, {} vCPU, {} MiB",
-                            b.machine.arch, b.machine.accel, b.machine.smp, b.machine.mem_mib
-                        )
-                    })
-                    .unwrap_or_default(),
+                machine: first.map(machine_text).unwrap_or_default(),
                 boots_total: g.boots.len(),
                 boots_used: s.used.len(),
                 skipped: s.skipped.clone(),

@@ -235,6 +235,7 @@ fn on_host(mut boots: Vec<BootRecord>, name: &str) -> Vec<BootRecord> {
     for b in &mut boots {
         b.host = Some(crate::results::HostRef { name: name.into(), cpus: 2, ..Default::default() });
         b.machine.accel = "icount".into();
+        b.machine.smp = 1;
         b.machine.machine_type = Some("pc-q35-10.0".into());
         b.machine.cpu_model = Some("max".into());
         b.initramfs.sha256 = "0123456789abcdef".into();
@@ -251,7 +252,33 @@ fn icount_boots_of_one_machine_on_two_hosts_compare_and_say_so() {
     assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
     let w = &r.warnings[0];
     assert!(w.contains("different hosts: alpha (a) vs beta (b)"), "{w}");
+    assert_eq!(r.kernels[1].machine, "x86_64 icount, 1 vCPU, 1024 MiB, pc-q35-10.0, on beta");
     assert!(w.contains("compare across the hosts") && !w.contains("machines differ"), "{w}");
+    // What lets the host reach an icount guest, or leaves the machine
+    // unknown, is named instead of the claim.
+    type Reach = fn(&mut BootRecord);
+    let reaches: [(&str, Reach); 3] = [
+        ("do not record their machine type", |b| b.machine.machine_type = None),
+        ("more than one vCPU", |b| b.machine.smp = 2),
+        ("disk I/O", |b| b.pack = Some(Default::default())),
+    ];
+    for (expected, reach) in reaches {
+        let (mut a2, mut b2) = (a.clone(), b.clone());
+        for boot in a2.iter_mut().chain(&mut b2) {
+            reach(boot);
+        }
+        let r = compare(&group("a", a2), &[group("b", b2)], Settings::default(), None, false).unwrap();
+        let w = r.warnings.last().unwrap();
+        assert!(w.contains(expected) && !w.contains("compare across the hosts"), "{expected}: {w}");
+    }
+    // Two machines that share a hostname are two hosts, named by CPU.
+    let mut b2 = on_host(fork_boots(2, "b", "aaaa", &[&[100.0], &[101.0]]), "alpha");
+    for boot in &mut b2 {
+        boot.host.as_mut().unwrap().cpu = "POWER9".into();
+    }
+    let r = compare(&group("a", a.clone()), &[group("b", b2)], Settings::default(), None, false).unwrap();
+    let w = r.warnings.last().unwrap();
+    assert!(w.contains("alpha [, 2 CPUs] (a) vs alpha [POWER9, 2 CPUs] (b)"), "{w}");
     // One host: no line at all.
     let b1 = on_host(fork_boots(2, "b", "aaaa", &[&[100.0], &[101.0]]), "alpha");
     assert!(compare(&group("a", a.clone()), &[group("b", b1)], Settings::default(), None, false)
@@ -263,11 +290,13 @@ fn icount_boots_of_one_machine_on_two_hosts_compare_and_say_so() {
     // named, and the hosts' line then says the figures do not compare.
     type Change = fn(&mut BootRecord);
     let changes: [(&str, Change); 5] = [
-        ("machine type differs: pc-q35-10.0 (a) vs pc-q35-9.2 (b)", |b| {
+        ("the machines differ — machine type differs: pc-q35-10.0 (a) vs pc-q35-9.2 (b)", |b| {
             b.machine.machine_type = Some("pc-q35-9.2".into())
         }),
-        ("CPU model differs: Skylake-Client (b) vs max (a)", |b| b.machine.cpu_model = Some("Skylake-Client".into())),
-        ("icount differs: shift=0,sleep=off (a) vs shift=3,sleep=off (b)", |b| {
+        ("the machines differ — CPU model differs: Skylake-Client (b) vs max (a)", |b| {
+            b.machine.cpu_model = Some("Skylake-Client".into())
+        }),
+        ("the machines differ — icount differs: shift=0,sleep=off (a) vs shift=3,sleep=off (b)", |b| {
             b.qemu.argv[3] = "shift=3,sleep=off".into()
         }),
         ("QEMU differs: QEMU 10.0.2 (a) vs QEMU 9.2.0 (b)", |b| b.qemu.version = "QEMU 9.2.0".into()),
@@ -301,6 +330,19 @@ fn real_clock_boots_on_two_hosts_are_a_machine_warning() {
     assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
     assert!(r.warnings[0].starts_with("the machines differ — the boots ran on different hosts: alpha (a) vs beta (b)"));
     assert!(r.warnings[0].contains("--clock icount"), "{}", r.warnings[0]);
+}
+
+#[test]
+fn an_unknown_cpu_model_is_no_difference() {
+    // A store's bare document (no argv) against a file that names its
+    // model: nothing is known to differ.
+    let a = fork_boots(0, "a", "aaaa", &[&[100.0], &[101.0]]);
+    let mut b = fork_boots(2, "b", "bbbb", &[&[100.0], &[101.0]]);
+    for boot in &mut b {
+        boot.machine.cpu_model = Some("power10_v2.0-powerpc64-cpu".into());
+    }
+    let r = compare(&group("a", a), &[group("b", b)], Settings::default(), None, false).unwrap();
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
 }
 
 #[test]

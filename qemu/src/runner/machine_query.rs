@@ -6,7 +6,7 @@
 //! having run the same virtual machine. Asked through QMP's
 //! `query-machines` of a QEMU that boots nothing (`-machine none`).
 
-use super::qemu_process::{guestless_qemu, kill_and_reap, wait_bounded};
+use super::qemu_process::{guestless_qemu, kill_and_reap, spawn_stderr_reader, wait_bounded};
 use serde::Deserialize;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -78,18 +78,24 @@ struct MachineInfo {
 /// Asks `binary` what `machine` (as given to `-machine`) stands for.
 pub fn machine_facts(binary: &Path, machine: &str) -> Result<MachineFacts, MachineQueryError> {
     let answer = query_machines(binary)?;
-    facts_from_answer(&answer, machine).map_err(|e| match e {
-        AnswerError::NoList(detail) => MachineQueryError::NoAnswer { binary: binary.into(), detail },
+    facts_from_answer(&answer.stdout, machine).map_err(|e| match e {
+        AnswerError::NoList(stdout) => {
+            // QEMU says why on stderr when it refused to start.
+            let said = answer.stderr.trim();
+            let detail = if said.is_empty() { stdout } else { said.chars().take(300).collect() };
+            MachineQueryError::NoAnswer { binary: binary.into(), detail }
+        }
         AnswerError::Unknown => MachineQueryError::Unknown { binary: binary.into(), machine: machine.into() },
     })
 }
 
 /// Runs QEMU with QMP on stdio: capabilities, `query-machines`, `quit`.
-fn query_machines(binary: &Path) -> Result<String, MachineQueryError> {
+fn query_machines(binary: &Path) -> Result<Answer, MachineQueryError> {
     let spawn = |source| MachineQueryError::Spawn { binary: binary.into(), source };
     let mut command = guestless_qemu(binary, &["-qmp", "stdio"]);
-    command.stdout(Stdio::piped()).stderr(Stdio::null());
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = command.spawn().map_err(spawn)?;
+    let stderr = child.stderr.take().map(spawn_stderr_reader);
     if let Some(mut stdin) = child.stdin.take() {
         // QMP answers commands in order; a QEMU that exits early closes
         // its stdin, and its stdout then says less.
@@ -111,7 +117,17 @@ fn query_machines(binary: &Path) -> Result<String, MachineQueryError> {
             return Err(MachineQueryError::Timeout { binary: binary.into(), limit: QUERY_LIMIT });
         }
     }
-    Ok(reader.and_then(|r| r.join().ok()).unwrap_or_default())
+    let stdout = reader.and_then(|r| r.join().ok()).unwrap_or_default();
+    let stderr = stderr.and_then(|r| r.join().ok()).unwrap_or_default();
+    Ok(Answer { stdout, stderr })
+}
+
+/// What QEMU printed.
+struct Answer {
+    /// QMP's replies, a JSON object per line.
+    stdout: String,
+    /// Why it refused, when it did.
+    stderr: String,
 }
 
 /// What was wrong with an answer.
@@ -167,6 +183,32 @@ mod tests {
         assert_eq!(facts_from_answer(ANSWER, "pseries"), Err(AnswerError::Unknown));
         let e = facts_from_answer("qemu-system-x86_64: -qmp stdio: oops\n", "q35").unwrap_err();
         assert!(matches!(&e, AnswerError::NoList(d) if d.contains("oops")), "{e:?}");
+    }
+
+    #[test]
+    fn a_qemu_that_refuses_is_reported_with_what_it_said() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("qemu-system-x86_64");
+        std::fs::write(&fake, "#!/bin/sh\necho 'qemu-system-x86_64: -qmp stdio: could not connect' >&2\nexit 1\n")
+            .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Another test's fork may still hold the just-written script open
+        // for writing (ETXTBSY) for a moment.
+        let e = loop {
+            match machine_facts(&fake, "q35") {
+                Err(MachineQueryError::Spawn { source, .. }) if source.raw_os_error() == Some(libc::ETXTBSY) => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                other => break other.unwrap_err(),
+            }
+        };
+        assert!(matches!(e, MachineQueryError::NoAnswer { .. }), "{e:?}");
+        assert!(
+            e.to_string()
+                .ends_with("gave no answer to query-machines: qemu-system-x86_64: -qmp stdio: could not connect"),
+            "{e}"
+        );
     }
 
     #[test]
