@@ -541,7 +541,7 @@ impl<L: Lab, H: History, J: Journal> Driver<'_, L, H, J> {
 mod tests {
     use super::*;
     use crate::bisect::journal::MemoryJournal;
-    use crate::bisect::simulate::{LinearHistory, ModelLab, NoiseModel, SIMULATED_PACK};
+    use crate::bisect::simulate::{LinearHistory, ModelLab, NoiseModel, SIMULATED_MACHINE, SIMULATED_PACK};
     use crate::bisect::state::{BisectState, Plan};
 
     fn run(lab: &mut ModelLab, history: &mut LinearHistory, plan: Plan) -> (BisectState, Outcome) {
@@ -647,18 +647,21 @@ mod tests {
         assert!(Driver::new(&mut state, &mut lab, &mut history, &mut journal).run().is_ok());
     }
 
+    /// A default bisection of 40 commits (a 15% regression at 25) in a lab
+    /// `configure` changes: how it ended, and its state.
+    fn bisect_40_with(configure: impl FnOnce(&mut ModelLab)) -> (Result<Outcome, DriverError>, BisectState) {
+        let mut history = LinearHistory::new(40);
+        let mut lab = ModelLab::new(40, 25, 0.15, noise(), 6);
+        configure(&mut lab);
+        let mut state = BisectState::new(Plan::default(), None, &history.name(0), &history.name(40), 40).unwrap();
+        let mut journal = MemoryJournal { snapshot: true, ..Default::default() };
+        let got = Driver::new(&mut state, &mut lab, &mut history, &mut journal).run();
+        (got, state)
+    }
+
     #[test]
     fn a_boot_in_another_userland_pack_stops_the_bisection_naming_both() {
-        let history = LinearHistory::new(40);
-        let bisect = |change: Option<(Option<String>, usize)>| {
-            let mut history = history.clone();
-            let mut lab = ModelLab::new(40, 25, 0.15, noise(), 6);
-            lab.pack_change = change;
-            let mut state = BisectState::new(Plan::default(), None, &history.name(0), &history.name(40), 40).unwrap();
-            let mut journal = MemoryJournal { snapshot: true, ..Default::default() };
-            let got = Driver::new(&mut state, &mut lab, &mut history, &mut journal).run();
-            (got, state)
-        };
+        let bisect = |change| bisect_40_with(|lab| lab.pack_change = change);
         // From the 12th lab call on, boots build in another pack.
         let (got, state) = bisect(Some((Some("simulated-pack-b".into()), 12)));
         let e = got.unwrap_err();
@@ -673,6 +676,26 @@ mod tests {
         // The same pack throughout ends the bisection.
         let (got, state) = bisect(Some((None, usize::MAX)));
         assert!(got.is_ok() && state.boots.iter().all(|b| b.pack_id.as_deref() == Some(SIMULATED_PACK)));
+    }
+
+    #[test]
+    fn a_boot_on_another_machine_stops_the_bisection_naming_both() {
+        let bisect = |change| bisect_40_with(|lab| lab.machine_change = change);
+        // From the 12th lab call on, QEMU was upgraded.
+        let upgraded = "QEMU 10.1.0; pc-q35-10.1, CPU max, 1 vCPU, 1024 MiB, icount";
+        let (got, state) = bisect(Some((Some(upgraded.into()), 12)));
+        let e = got.unwrap_err();
+        let DriverError::MixedMachines { got, want, .. } = &e else { panic!("expected mixed machines, got {e:?}") };
+        assert_eq!((got.as_str(), want.as_str()), (upgraded, SIMULATED_MACHINE));
+        assert!(e.to_string().contains("measured on QEMU 10.1.0; pc-q35-10.1"), "{e}");
+        let machines: Vec<_> = state.boots.iter().map(|b| b.machine.as_deref()).collect();
+        assert!(machines.iter().all(|m| *m == Some(SIMULATED_MACHINE)), "the refused boot entered the state");
+        // A boot that recorded no machine says nothing, and the same
+        // machine throughout ends the bisection.
+        let (got, _) = bisect(Some((None, 12)));
+        assert!(got.is_ok(), "{got:?}");
+        let (got, state) = bisect(Some((None, usize::MAX)));
+        assert!(got.is_ok() && state.boots.iter().all(|b| b.machine.as_deref() == Some(SIMULATED_MACHINE)));
     }
 
     /// Confirmed culprits over `runs` default bisections of 40 commits with

@@ -127,6 +127,34 @@ pub struct BootObservation {
     /// The userland pack the metric's workload built in (its `pack_id`
     /// parameter; perf mode, ok boots of a build in the pack).
     pub pack_id: Option<String>,
+    /// The machine the boot measured on ([`machine_identity`]), when its
+    /// envelope recorded one.
+    pub machine: Option<String>,
+}
+
+/// What decides a boot's figures besides its kernel: QEMU's version, the
+/// versioned machine type and the CPU model and, for real-clock boots, the
+/// host (its name, CPU and CPU count). `None` when the envelope lacks the
+/// machine type (a QEMU that did not answer the query).
+pub fn machine_identity(record: &BootRecord) -> Option<String> {
+    let m = &record.machine;
+    let machine_type = m.machine_type.as_deref()?;
+    let mut id = format!(
+        "{}; {machine_type}, CPU {}, {} vCPU, {} MiB, {}",
+        record.qemu.version,
+        m.cpu_model.as_deref().unwrap_or("default"),
+        m.smp,
+        m.mem_mib,
+        m.accel
+    );
+    // An icount figure counts the guest's instructions: the host does not
+    // enter it, so a bisection may move hosts.
+    if m.accel != "icount" {
+        if let Some(h) = &record.host {
+            id.push_str(&format!("; host {} [{}, {} CPUs]", h.name, h.cpu, h.cpus));
+        }
+    }
+    Some(id)
 }
 
 /// What the driver needs from a lab.
@@ -175,6 +203,7 @@ pub fn observe(record: &BootRecord, mode: Mode, metric: Option<(&str, &str)>) ->
         wall_s: record.boot.wall_s,
         workload_version: None,
         pack_id: None,
+        machine: machine_identity(record),
     };
     if obs.classification != "ok" {
         return obs;
@@ -677,6 +706,31 @@ mod tests {
             let e = split_metric(bad).unwrap_err().to_string();
             assert!(e.contains("WORKLOAD.METRIC") && e.contains(&format!("'{bad}'")), "{e}");
         }
+    }
+
+    #[test]
+    fn the_machine_names_qemu_and_the_shape_and_the_host_only_for_real_clock_boots() {
+        let mut r = record("ok", Some(doc(&[10.0])));
+        assert_eq!(machine_identity(&r), None, "no machine type recorded: nothing to compare");
+        r.qemu.version = "QEMU emulator version 10.0.2".into();
+        r.machine = crate::results::MachineShape {
+            arch: "x86_64".into(),
+            smp: 1,
+            mem_mib: 1024,
+            accel: "icount".into(),
+            machine_type: Some("pc-q35-10.0".into()),
+            cpu_model: Some("max".into()),
+            ..Default::default()
+        };
+        r.host = Some(crate::results::HostRef { name: "vm".into(), cpu: "Xeon".into(), cpus: 2, ..Default::default() });
+        let icount = "QEMU emulator version 10.0.2; pc-q35-10.0, CPU max, 1 vCPU, 1024 MiB, icount";
+        assert_eq!(machine_identity(&r).as_deref(), Some(icount));
+        assert_eq!(observe(&r, Mode::Perf, Some(("fork", "fork_rate"))).machine.as_deref(), Some(icount));
+        r.machine.accel = "tcg".into();
+        assert_eq!(
+            machine_identity(&r).as_deref(),
+            Some("QEMU emulator version 10.0.2; pc-q35-10.0, CPU max, 1 vCPU, 1024 MiB, tcg; host vm [Xeon, 2 CPUs]")
+        );
     }
 
     #[test]

@@ -228,6 +228,11 @@ pub struct ModelLab {
     /// before that lab call and `pack` (`None`: no pack) from it on, for
     /// the tests of a pack changed mid-bisection. Without it, no pack.
     pub pack_change: Option<(Option<String>, usize)>,
+    /// The machine boots measured on: `(machine, from_call)`,
+    /// [`SIMULATED_MACHINE`] before that lab call and `machine` (`None`:
+    /// not recorded) from it on, for the tests of a QEMU or host changed
+    /// mid-bisection. Without it, none recorded.
+    pub machine_change: Option<(Option<String>, usize)>,
     /// A second regression in the range: `(commit, fraction)`, the level
     /// falling again from that commit on.
     pub second: Option<(u64, f64)>,
@@ -246,6 +251,9 @@ const TRUE_MEAN: f64 = 1000.0;
 /// The pack a [`ModelLab`] with a `pack_change` builds in first.
 pub const SIMULATED_PACK: &str = "simulated-pack-a";
 
+/// The machine a [`ModelLab`] with a `machine_change` measures on first.
+pub const SIMULATED_MACHINE: &str = "QEMU 10.0.2; pc-q35-10.0, CPU max, 1 vCPU, 1024 MiB, icount";
+
 impl ModelLab {
     /// A lab for a history of `n` commits, regressing at `culprit`.
     pub fn new(n: u64, culprit: u64, regression: f64, noise: NoiseModel, seed: u64) -> ModelLab {
@@ -262,6 +270,7 @@ impl ModelLab {
             version_change: None,
             unversioned_before: false,
             pack_change: None,
+            machine_change: None,
             second: None,
             disturb: Disturbance::default(),
             boots: 0,
@@ -327,6 +336,7 @@ impl Lab for ModelLab {
             wall_s: 1.0,
             workload_version: None,
             pack_id: None,
+            machine: None,
         };
         if let Some(left) = self.init_panics.get_mut(&i).filter(|n| **n > 0) {
             *left -= 1;
@@ -340,6 +350,7 @@ impl Lab for ModelLab {
                 wall_s: 1.0,
                 workload_version: None,
                 pack_id: None,
+                machine: None,
             });
         }
         if self.hanging.contains(&i) {
@@ -383,6 +394,11 @@ impl Lab for ModelLab {
             Some((other, _)) => other.clone(),
             None => None,
         };
+        let machine = match &self.machine_change {
+            Some((_, from)) if self.calls < *from => Some(SIMULATED_MACHINE.to_string()),
+            Some((other, _)) => other.clone(),
+            None => None,
+        };
         Ok(BootObservation {
             classification: "ok".into(),
             detail: None,
@@ -390,6 +406,7 @@ impl Lab for ModelLab {
             wall_s: 1.0,
             workload_version,
             pack_id,
+            machine,
         })
     }
 }

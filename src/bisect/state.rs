@@ -339,6 +339,11 @@ pub struct BootEntry {
     /// two.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pack_id: Option<String>,
+    /// The machine it measured on (QEMU, machine type, CPU model, shape
+    /// and, for real-clock boots, the host; absent: not recorded, as in
+    /// states from before); a bisection never mixes two.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 impl BootEntry {
@@ -359,6 +364,7 @@ impl BootEntry {
             at: now(),
             workload_version: None,
             pack_id: None,
+            machine: None,
         }
     }
 
@@ -1075,6 +1081,7 @@ mod tests {
             at: now(),
             workload_version: None,
             pack_id: None,
+            machine: None,
         };
         for c in ["panic", "boot_failure", "oops", "hang"] {
             assert!(entry(c).kernel_failed(), "{c}");
@@ -1180,6 +1187,7 @@ mod tests {
             at: now(),
             workload_version: Some(1),
             pack_id: Some("ab".repeat(32)),
+            machine: None,
         });
         s.save(&p).unwrap();
         let back = BisectState::load(&p).unwrap();

@@ -86,6 +86,18 @@ pub enum DriverError {
         /// The pack's identity in the earlier boots.
         want: String,
     },
+    /// A boot measured on another machine than the boots before it.
+    #[error("boot {boot} of {commit} measured on {got}, but earlier boots of this bisection measured on {want}: figures of two machines are never compared. Resume where the bisection started (the same QEMU, and for real-clock boots the same host), or start a new bisection")]
+    MixedMachines {
+        /// 1-based number of the boot in the bisection.
+        boot: usize,
+        /// The commit booted.
+        commit: String,
+        /// This boot's machine.
+        got: String,
+        /// The earlier boots' machine.
+        want: String,
+    },
     /// The state says the bisection is over.
     #[error("the bisection has finished; start a new one to bisect again")]
     Finished,
@@ -210,6 +222,7 @@ impl<'a, L: Lab, H: History, J: Journal> Driver<'a, L, H, J> {
             at: now(),
             workload_version: obs.workload_version,
             pack_id: obs.pack_id.clone(),
+            machine: obs.machine.clone(),
         };
         let what = match role {
             Role::GoodReference => "good end".to_string(),
@@ -264,6 +277,7 @@ impl<'a, L: Lab, H: History, J: Journal> Driver<'a, L, H, J> {
             if obs.classification != "init_panic" {
                 self.check_same_version(commit, index, &obs)?;
                 self.check_same_pack(commit, index, &obs)?;
+                self.check_same_machine(commit, index, &obs)?;
                 return Ok(obs);
             }
             let detail = obs.detail.clone().unwrap_or_else(|| "init_panic".into());
@@ -324,6 +338,25 @@ impl<'a, L: Lab, H: History, J: Journal> Driver<'a, L, H, J> {
             workload,
             got: obs.pack_id.clone().unwrap_or_else(|| "none".into()),
             want: want.to_string(),
+        })
+    }
+
+    /// Refuses a boot that measured on another machine than the boots
+    /// before it: another QEMU (an upgrade overnight), machine type, CPU
+    /// model or shape, or for real-clock boots another host (a resume
+    /// elsewhere). Before it enters the state, so a resume on the first
+    /// machine boots again. Boots that recorded no machine say nothing.
+    fn check_same_machine(&self, commit: &str, index: usize, obs: &BootObservation) -> Result<(), DriverError> {
+        let Some(got) = obs.machine.as_deref() else { return Ok(()) };
+        let Some(want) = self.state.boots.iter().find_map(|b| b.machine.as_deref()) else { return Ok(()) };
+        if got == want {
+            return Ok(());
+        }
+        Err(DriverError::MixedMachines {
+            boot: index + 1,
+            commit: commit.to_string(),
+            got: got.into(),
+            want: want.into(),
         })
     }
 
