@@ -151,7 +151,7 @@ pub fn machine_identity(record: &BootRecord) -> Option<String> {
     // enter it, so a bisection may move hosts.
     if m.accel != "icount" {
         if let Some(h) = &record.host {
-            id.push_str(&format!("; host {} [{}, {} CPUs]", h.name, h.cpu, h.cpus));
+            id.push_str(&format!("; host {}", h.describe()));
         }
     }
     Some(id)

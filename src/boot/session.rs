@@ -592,11 +592,8 @@ struct QemuFacts<'a> {
 impl QemuFacts<'_> {
     /// The CPU model a boot ran: its argv's `-cpu`, else the machine type's
     /// default.
-    fn cpu_model(&self, argv: &[String]) -> Option<String> {
-        argv.windows(2)
-            .find(|w| w[0] == "-cpu")
-            .map(|w| w[1].clone())
-            .or_else(|| self.machine.and_then(|m| m.default_cpu.clone()))
+    fn cpu_model(&self, qemu: &QemuRef) -> Option<String> {
+        qemu.option("-cpu").map(str::to_string).or_else(|| self.machine.and_then(|m| m.default_cpu.clone()))
     }
 }
 
@@ -630,6 +627,8 @@ fn envelope(
         other => Some(other.to_string()),
     };
     let workloads_kept = kept_workloads(result.as_ref(), &outcome.workload_results);
+    let qemu_ref = QemuRef { version: qemu_facts.version.to_string(), argv: outcome.argv.clone() };
+    let cpu_model = qemu_facts.cpu_model(&qemu_ref);
     BootRecord {
         label: label.to_string(),
         cmdline: appended(&outcome.argv),
@@ -645,10 +644,10 @@ fn envelope(
             sha256: img.built.sha256.clone(),
             bytes: img.built.bytes,
         },
-        qemu: QemuRef { version: qemu_facts.version.to_string(), argv: outcome.argv.clone() },
+        qemu: qemu_ref,
         machine: MachineShape {
             machine_type: qemu_facts.machine.map(|m| m.machine_type.clone()),
-            cpu_model: qemu_facts.cpu_model(&outcome.argv),
+            cpu_model,
             arch: arch.to_string(),
             smp: args.smp(),
             mem_mib,

@@ -4,7 +4,7 @@
 //! mode or arch can pass for a kernel difference).
 
 use super::samples::{version_text, GroupSamples, WorkloadKey};
-use crate::results::BootRecord;
+use crate::results::{BootRecord, HostRef};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Why two groups cannot be compared.
@@ -159,7 +159,7 @@ fn environment(b: &BootRecord) -> Vec<(&'static str, String)> {
         ("machine type", b.machine.machine_type.clone().unwrap_or_default()),
         ("QEMU", b.qemu.version.clone()),
         // The shift scales guest time per instruction.
-        ("icount", argv_value(b, "-icount").unwrap_or_default()),
+        ("icount", b.qemu.option("-icount").unwrap_or_default().to_string()),
         // A different init or suite is a different benchmark.
         ("initramfs sha256", b.initramfs.sha256.get(..12).unwrap_or(&b.initramfs.sha256).to_string()),
         ("guest CPUs online", guest.map(|p| p.machine.cpus.to_string()).unwrap_or_default()),
@@ -176,12 +176,12 @@ fn environment(b: &BootRecord) -> Vec<(&'static str, String)> {
 /// (no difference) when unknown, as for a store's bare document or an
 /// older file that left QEMU's default unnamed.
 fn cpu_model(b: &BootRecord) -> String {
-    b.machine.cpu_model.clone().or_else(|| argv_value(b, "-cpu")).or_else(|| b.machine.cpu.clone()).unwrap_or_default()
-}
-
-/// The value after `option` in the boot's QEMU argv.
-fn argv_value(b: &BootRecord, option: &str) -> Option<String> {
-    b.qemu.argv.windows(2).find(|w| w[0] == option).map(|w| w[1].clone())
+    b.machine
+        .cpu_model
+        .clone()
+        .or_else(|| b.qemu.option("-cpu").map(str::to_string))
+        .or_else(|| b.machine.cpu.clone())
+        .unwrap_or_default()
 }
 
 /// How QEMU did the disks' I/O; empty without disks.
@@ -225,6 +225,7 @@ fn iteration_counts(b: &BootRecord) -> Vec<(&'static str, String)> {
 /// Warnings for every aspect of the machine that differs across the boots
 /// of all groups (`groups` are (name, boots) pairs). Empty values (boots
 /// without a guest document) are ignored.
+///
 /// When the boots ran on more than one host, a line saying so: under
 /// icount on one vCPU without disks, with the same virtual machine known
 /// to have run everywhere, that the figures compare across the hosts;
@@ -240,10 +241,11 @@ pub fn environment_warnings(groups: &[(&str, &[BootRecord])]) -> Vec<String> {
 /// no aspect of [`environment`] differs. A host is its name, CPU and CPU
 /// count: two machines that share a default hostname still differ.
 fn hosts_line(groups: &[(&str, &[BootRecord])], same_machine: bool) -> Option<String> {
-    let mut hosts: BTreeMap<(&str, &str, u32), BTreeSet<&str>> = BTreeMap::new();
+    // Keyed by what tells hosts apart; the kernel release may change.
+    let mut hosts: BTreeMap<(&str, &str, u32), (&HostRef, BTreeSet<&str>)> = BTreeMap::new();
     for (name, boots) in groups {
         for h in boots.iter().filter_map(|b| b.host.as_ref()).filter(|h| !h.name.is_empty()) {
-            hosts.entry((h.name.as_str(), h.cpu.as_str(), h.cpus)).or_default().insert(name);
+            hosts.entry((h.name.as_str(), h.cpu.as_str(), h.cpus)).or_insert((h, BTreeSet::new())).1.insert(name);
         }
     }
     if hosts.len() < 2 {
@@ -251,12 +253,11 @@ fn hosts_line(groups: &[(&str, &[BootRecord])], same_machine: bool) -> Option<St
     }
     let names: BTreeSet<&str> = hosts.keys().map(|k| k.0).collect();
     let listed: Vec<String> = hosts
-        .iter()
-        .map(|((host, cpu, cpus), groups)| {
+        .values()
+        .map(|(h, groups)| {
             // The CPU is named only where the names alone would not tell
             // the hosts apart.
-            let host =
-                if names.len() == hosts.len() { host.to_string() } else { format!("{host} [{cpu}, {cpus} CPUs]") };
+            let host = if names.len() == hosts.len() { h.name.clone() } else { h.describe() };
             format!("{host} ({})", groups.iter().copied().collect::<Vec<_>>().join(", "))
         })
         .collect();

@@ -99,6 +99,13 @@ pub struct QemuRef {
     pub argv: Vec<String>,
 }
 
+impl QemuRef {
+    /// The value after `option` in the argv, e.g. `max` for `-cpu`.
+    pub fn option(&self, option: &str) -> Option<&str> {
+        self.argv.windows(2).find(|w| w[0] == option).map(|w| w[1].as_str())
+    }
+}
+
 /// The virtual machine's shape; it decides job counts and load sizes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineShape {
@@ -143,6 +150,13 @@ pub struct HostRef {
     /// Its kernel release (`uname -r`).
     #[serde(default)]
     pub kernel: String,
+}
+
+impl HostRef {
+    /// `name [CPU, N CPUs]`: what tells two hosts apart.
+    pub fn describe(&self) -> String {
+        format!("{} [{}, {} CPUs]", self.name, self.cpu, self.cpus)
+    }
 }
 
 /// How a boot ended and how long it took.

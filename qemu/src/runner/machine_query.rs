@@ -77,7 +77,11 @@ struct MachineInfo {
 
 /// Asks `binary` what `machine` (as given to `-machine`) stands for.
 pub fn machine_facts(binary: &Path, machine: &str) -> Result<MachineFacts, MachineQueryError> {
-    let answer = query_machines(binary)?;
+    machine_facts_within(binary, machine, QUERY_LIMIT)
+}
+
+fn machine_facts_within(binary: &Path, machine: &str, limit: Duration) -> Result<MachineFacts, MachineQueryError> {
+    let answer = query_machines(binary, limit)?;
     facts_from_answer(&answer.stdout, machine).map_err(|e| match e {
         AnswerError::NoList(stdout) => {
             // QEMU says why on stderr when it refused to start.
@@ -90,7 +94,7 @@ pub fn machine_facts(binary: &Path, machine: &str) -> Result<MachineFacts, Machi
 }
 
 /// Runs QEMU with QMP on stdio: capabilities, `query-machines`, `quit`.
-fn query_machines(binary: &Path) -> Result<Answer, MachineQueryError> {
+fn query_machines(binary: &Path, limit: Duration) -> Result<Answer, MachineQueryError> {
     let spawn = |source| MachineQueryError::Spawn { binary: binary.into(), source };
     let mut command = guestless_qemu(binary, &["-qmp", "stdio"]);
     command.stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -110,11 +114,11 @@ fn query_machines(binary: &Path) -> Result<Answer, MachineQueryError> {
             text
         })
     });
-    match wait_bounded(&mut child, QUERY_LIMIT) {
+    match wait_bounded(&mut child, limit) {
         Ok(Some(_)) => {}
         Ok(None) | Err(_) => {
             let _ = kill_and_reap(&mut child);
-            return Err(MachineQueryError::Timeout { binary: binary.into(), limit: QUERY_LIMIT });
+            return Err(MachineQueryError::Timeout { binary: binary.into(), limit });
         }
     }
     let stdout = reader.and_then(|r| r.join().ok()).unwrap_or_default();
@@ -185,24 +189,38 @@ mod tests {
         assert!(matches!(&e, AnswerError::NoList(d) if d.contains("oops")), "{e:?}");
     }
 
-    #[test]
-    fn a_qemu_that_refuses_is_reported_with_what_it_said() {
+    /// The error of asking a fake QEMU (a shell script of `body`) within
+    /// `limit`.
+    fn fake_qemu_error(body: &str, limit: Duration) -> MachineQueryError {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let fake = dir.path().join("qemu-system-x86_64");
-        std::fs::write(&fake, "#!/bin/sh\necho 'qemu-system-x86_64: -qmp stdio: could not connect' >&2\nexit 1\n")
-            .unwrap();
+        std::fs::write(&fake, format!("#!/bin/sh\n{body}\n")).unwrap();
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
         // Another test's fork may still hold the just-written script open
         // for writing (ETXTBSY) for a moment.
-        let e = loop {
-            match machine_facts(&fake, "q35") {
+        loop {
+            match machine_facts_within(&fake, "q35", limit) {
                 Err(MachineQueryError::Spawn { source, .. }) if source.raw_os_error() == Some(libc::ETXTBSY) => {
                     std::thread::sleep(Duration::from_millis(20))
                 }
                 other => break other.unwrap_err(),
             }
-        };
+        }
+    }
+
+    #[test]
+    fn a_qemu_that_never_answers_is_killed_at_the_limit() {
+        let started = std::time::Instant::now();
+        let e = fake_qemu_error("exec sleep 30", Duration::from_millis(300));
+        assert!(matches!(e, MachineQueryError::Timeout { .. }), "{e:?}");
+        assert!(started.elapsed() < Duration::from_secs(10), "not killed at the limit: {:?}", started.elapsed());
+        assert!(e.to_string().contains("did not answer query-machines within 300ms"), "{e}");
+    }
+
+    #[test]
+    fn a_qemu_that_refuses_is_reported_with_what_it_said() {
+        let e = fake_qemu_error("echo 'qemu-system-x86_64: -qmp stdio: could not connect' >&2\nexit 1", QUERY_LIMIT);
         assert!(matches!(e, MachineQueryError::NoAnswer { .. }), "{e:?}");
         assert!(
             e.to_string()
