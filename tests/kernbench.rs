@@ -175,7 +175,7 @@ fn local_runs_a_quick_kernbench_on_this_host_from_the_pack() {
 
 #[test]
 #[ignore = "boots real kernels under QEMU: run scripts/test"]
-fn a_quick_kernbench_compiles_linux_objects_in_the_pack_and_records_the_pack() {
+fn a_quick_kernbench_and_sdet_run_the_packs_programs_and_record_the_pack() {
     require_x86_64_boot();
     support::require(nix::unistd::geteuid().is_root(), "root (mmdebstrap --mode=root builds the pack)");
     for program in ["mmdebstrap", "mke2fs"] {
@@ -184,10 +184,13 @@ fn a_quick_kernbench_compiles_linux_objects_in_the_pack_and_records_the_pack() {
     let _boot = boot_lock();
     let dir = scratch();
     let out = dir.path().join("results.json");
-    let mut c = bootbench(["run", "--accel", "tcg", "--workloads", "kernbench", "--iterations", "1", "--warmup", "1"]);
+    let mut c =
+        bootbench(["run", "--accel", "tcg", "--workloads", "kernbench,sdet", "--iterations", "1", "--warmup", "1"]);
     // --mem auto: what quick's four compilers at once need (960 MiB of
-    // MemTotal), more than the base 1 GiB.
-    c.args(["--append", "bootbench.kernbench.jobs=optimal", "-o"]).arg(&out);
+    // MemTotal), more than the base 1 GiB. SDET at 1 and 4 scripts, every
+    // kind of command once per script, in the same boot.
+    let append = "bootbench.kernbench.jobs=optimal bootbench.sdet.levels=[1,4] bootbench.sdet.units=14";
+    c.args(["--append", append, "-o"]).arg(&out);
     let run = run_with_deadline(c, BOOT_DEADLINE);
     run.assert_success();
     let boot = only_boot(&out, &run);
@@ -243,4 +246,27 @@ fn a_quick_kernbench_compiles_linux_objects_in_the_pack_and_records_the_pack() {
         v("context_switches_optimal"),
         boot.boot.wall_s
     );
+
+    // SDET: real scripts under the pack's dash, 1 and 4 at once.
+    let w = doc.workloads.iter().find(|w| w.name == "sdet").expect("an sdet result");
+    assert_eq!(w.params["pack_id"], serde_json::json!(pack.key), "{:?}", w.params);
+    assert_eq!(w.params["version"], 2, "{:?}", w.params);
+    assert!(w.error.is_none(), "{:?}", w.error);
+    let it = &w.iterations[0];
+    assert!(it.errors.is_empty(), "{:?}", it.errors);
+    assert_eq!(it.detail["pack"], "/pack");
+    assert_eq!(it.detail["commands_per_script"], 18, "{:?}", it.detail);
+    let mut rates = Vec::new();
+    for n in [1u32, 4] {
+        let rate = it.metrics[&format!("scripts_per_hour_{n}")].value;
+        let elapsed = it.detail[&format!("elapsed_{n}")].as_f64().unwrap();
+        assert!((rate - f64::from(n) * 3600.0 / elapsed).abs() < 1e-6 * rate, "{n}: {rate} scripts/h, {elapsed} s");
+        let (user, system) =
+            (it.detail[&format!("user_{n}")].as_f64().unwrap(), it.detail[&format!("system_{n}")].as_f64().unwrap());
+        // Each script forks and execs 18 programs and compiles a file:
+        // the guest's accounting sees all of it under the driver.
+        assert!(user + system > 0.3 * elapsed, "{n}: user {user} s, system {system} s of {elapsed} s");
+        rates.push(format!("{n}: {rate:.0} scripts/h ({elapsed:.1} s, user {user:.1} s, system {system:.1} s)"));
+    }
+    eprintln!("sdet under TCG, real scripts: {}", rates.join("; "));
 }

@@ -43,7 +43,7 @@ fn results_shape(path: &Path) -> String {
     let value: serde_json::Value = serde_json::from_str(&text).expect("the results file is JSON");
     let system = |w: &str, part: &str| format!("{}.iterations[].system.{part}", workload(w));
     let mut data_keyed = vec!["boots[].result.provenance.mitigations".to_string()];
-    for w in ["fork", "dbench", "tbench", "kbuild", "sdet", "hackbench"] {
+    for w in ["fork", "dbench", "tbench", "kbuild", "sdet_applets", "hackbench"] {
         for part in ["vmstat", "interrupts", "softirqs"] {
             data_keyed.push(system(w, part));
         }
@@ -77,7 +77,7 @@ fn results_shape(path: &Path) -> String {
 fn workload_children_start_clean_and_pid1_stays_quiet() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.json");
-    let output = run_boot(&out, "fork,dbench,tbench,kbuild,sdet,hackbench", "bootbench.fork.count=300");
+    let output = run_boot(&out, "fork,dbench,tbench,kbuild,sdet_applets,hackbench", "bootbench.fork.count=300");
     let boot = first_boot(&out, &output);
     assert_eq!(boot.boot.classification, "ok", "{:?}", boot.boot.detail);
     let doc = boot.result.expect("no guest document");

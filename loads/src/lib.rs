@@ -8,13 +8,14 @@
 //! - `applets`, the applet dispatcher; `workloads`, the workload registry
 //!   (names and `prepare`), which also gives the suite parser its names.
 //! - The workloads, `workloads::{fork, dbench, tbench, kbuild, kernbench,
-//!   sdet, hackbench, contest}`: none uses another.
+//!   sdet, sdet_applets, hackbench, contest}`: none uses another.
 //! - What workloads share: `workloads::nbench` (NBENCH replay for dbench,
 //!   tbench and contest), `kernel_build` (kbuild's and contest's synthetic
 //!   build, SDET's source tree), `pack_build` (Linux built in the userland
 //!   pack: kernbench's build and contest's `pack` foreground), `compiler`
 //!   (the `cc` and `ld` applets),
-//!   `file_tools` (SDET's commands), `scratch_space` (where contest's and
+//!   `file_tools` (sdet_applets' commands), `sdet_home` (both SDETs'
+//!   homes), `scratch_space` (where contest's and
 //!   kernbench's files live), `userland_pack` (a command chrooted into
 //!   the read-only userland pack, reaped with its rusage).
 //! - `workload` (the trait every workload implements), `suite`,
@@ -40,6 +41,7 @@ pub mod reap;
 pub mod runner;
 pub mod schema;
 pub mod scratch_space;
+pub mod sdet_home;
 pub mod suite;
 pub mod system_counters;
 pub mod userland_pack;

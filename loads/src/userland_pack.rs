@@ -17,7 +17,7 @@ use nix::fcntl::OFlag;
 use nix::mount::{mount, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::signal::{killpg, Signal};
-use nix::sys::wait::WaitStatus;
+use nix::sys::wait::{WaitPidFlag, WaitStatus};
 use nix::unistd::{chdir, chroot, dup2_stderr, dup2_stdin, dup2_stdout, fork, pipe2, setpgid, ForkResult, Pid};
 use std::ffi::{CStr, CString};
 use std::fs::File;
@@ -295,6 +295,12 @@ pub struct PackCommand {
     /// `KEY=VALUE` entries added to [`ENVIRONMENT`] (the pack's
     /// [`MAKE_ENV_FILE`] for its builds).
     pub extra_env: Vec<String>,
+    /// Whether the command gets a process group of its own (make and its
+    /// compilers, killed as one group when it fails or is stopped), or
+    /// stays in the caller's (a background load's `tar` or `ls`, whose CPU
+    /// time counts as the load's group's while it runs; stopping it kills
+    /// the command alone, so it must start no processes of its own).
+    pub own_group: bool,
 }
 
 impl PackCommand {
@@ -310,6 +316,9 @@ impl PackCommand {
 pub struct Ran {
     /// Seconds from fork to reap (CLOCK_MONOTONIC).
     pub elapsed_s: f64,
+    /// Seconds from the program's exec (the set-up in the pack done) to
+    /// its reaping: the program's own time, without the mounts.
+    pub from_exec_s: f64,
     /// `wait4`'s rusage.
     pub usage: Usage,
 }
@@ -338,6 +347,7 @@ struct Prepared {
     cwd: CString,
     argv: Vec<CString>,
     env: Vec<CString>,
+    own_group: bool,
 }
 
 fn cstring(s: &[u8]) -> Result<CString, PackError> {
@@ -366,6 +376,7 @@ impl Prepared {
                 .chain(cmd.extra_env.iter().map(String::as_str))
                 .map(|e| cstring(e.as_bytes()))
                 .collect::<Result<_, _>>()?,
+            own_group: cmd.own_group,
         })
     }
 }
@@ -397,7 +408,9 @@ fn child(
     };
     let none: Option<&CStr> = None;
     // Its own group, so a failure can kill whatever make left.
-    let _ = setpgid(Pid::from_raw(0), Pid::from_raw(0));
+    if p.own_group {
+        let _ = setpgid(Pid::from_raw(0), Pid::from_raw(0));
+    }
     if let Err(e) = unshare(CloneFlags::CLONE_NEWNS) {
         fail(Step::Unshare, e);
     }
@@ -485,6 +498,31 @@ pub fn kill_running() -> usize {
 /// its exit status and the tail of its log. Nothing it started is left
 /// running when it fails.
 pub fn run(cmd: &PackCommand) -> Result<Ran, PackError> {
+    match run_until(cmd, None)? {
+        Ended::Ran(r) => Ok(r),
+        Ended::Stopped => Err(failure(cmd, Exit::Signal(libc::SIGKILL))),
+    }
+}
+
+/// How [`run_until`] ended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Ended {
+    /// The command ran to its end, successfully.
+    Ran(Ran),
+    /// `stop` asked for the end first: the command was killed and reaped.
+    Stopped,
+}
+
+/// How often [`run_until`] asks `stop`.
+pub const STOP_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// [`run`], asking `stop` (when given) every [`STOP_POLL`] while the
+/// command runs: when it says so, the command is SIGKILLed (with its
+/// group when it has one of its own), reaped, and [`Ended::Stopped`]
+/// returned, whatever its status. For a background load that must end
+/// within moments of being told to. Without `stop` the wait blocks, so a
+/// timed command is not woken by the polling.
+pub fn run_until(cmd: &PackCommand, stop: Option<&dyn Fn() -> bool>) -> Result<Ended, PackError> {
     let command = cmd.command_line();
     let p = Prepared::new(cmd)?;
     let argv = pointers(&p.argv);
@@ -503,29 +541,48 @@ pub fn run(cmd: &PackCommand) -> Result<Ran, PackError> {
         ForkResult::Parent { child } => child,
     };
     drop(report_w);
-    let _ = setpgid(pid, pid);
-    {
+    // The command's group when it has one, else the command alone.
+    let kill = || {
+        let _ = if cmd.own_group { killpg(pid, Signal::SIGKILL) } else { nix::sys::signal::kill(pid, Signal::SIGKILL) };
+    };
+    if cmd.own_group {
+        let _ = setpgid(pid, pid);
         let mut groups = running();
         if STOPPING.load(Ordering::SeqCst) {
-            let _ = killpg(pid, Signal::SIGKILL);
+            kill();
         }
         groups.push(pid);
     }
     let mut rec = Vec::with_capacity(5);
     let _ = File::from(report_r).read_to_end(&mut rec);
+    // The pipe closes at the exec (or when the child fails before it).
+    let t_exec = Instant::now();
     // Ended but not yet reaped: the group's number is still this one's
     // while it leaves the list.
-    let ended = waitid_ended(pid);
+    let mut stopped = false;
+    let ended = loop {
+        if !stopped && stop.is_some_and(|asked| asked()) {
+            stopped = true;
+            kill();
+        }
+        let flags = if stopped || stop.is_none() { WaitPidFlag::empty() } else { WaitPidFlag::WNOHANG };
+        match waitid_ended(pid, flags) {
+            Ok(WaitStatus::StillAlive) => std::thread::sleep(STOP_POLL),
+            other => break other,
+        }
+    };
     // Not on an error of waitid: then the number may be another's.
     if matches!(ended, Ok(s) if s != WaitStatus::Exited(pid, 0)) {
         // make kills its jobs when it fails; a make killed by a signal
         // cannot, so whatever is left goes with its process group, while
         // the group's number is still this one's.
-        let _ = killpg(pid, Signal::SIGKILL);
+        kill();
     }
-    running().retain(|&g| g != pid);
+    if cmd.own_group {
+        running().retain(|&g| g != pid);
+    }
     let reaped = reap::wait_pid(pid);
-    let elapsed_s = t0.elapsed().as_secs_f64();
+    let done = Instant::now();
     let reaped = match reaped {
         Ok(r) => r,
         Err(source) => {
@@ -539,18 +596,23 @@ pub fn run(cmd: &PackCommand) -> Result<Ran, PackError> {
     ) {
         return Err(PackError::Setup { command, step: step.describe(cmd), source: Errno::from_raw(errno) });
     }
+    if stopped {
+        return Ok(Ended::Stopped);
+    }
     if !reaped.exit.success() {
         return Err(failure(cmd, reaped.exit));
     }
-    Ok(Ran { elapsed_s, usage: reaped.usage })
+    let elapsed_s = done.duration_since(t0).as_secs_f64();
+    let from_exec_s = done.duration_since(t_exec).as_secs_f64();
+    Ok(Ended::Ran(Ran { elapsed_s, from_exec_s, usage: reaped.usage }))
 }
 
-/// Waits until `pid` has ended without reaping it (`WNOWAIT`): how it
-/// ended.
-fn waitid_ended(pid: Pid) -> nix::Result<WaitStatus> {
-    use nix::sys::wait::{waitid, Id, WaitPidFlag};
+/// Waits until `pid` has ended without reaping it (`WNOWAIT`; with
+/// `WNOHANG` in `flags`, `StillAlive` when it has not): how it ended.
+fn waitid_ended(pid: Pid, flags: WaitPidFlag) -> nix::Result<WaitStatus> {
+    use nix::sys::wait::{waitid, Id};
     loop {
-        match waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
+        match waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT | flags) {
             Err(Errno::EINTR) => {}
             other => return other,
         }
@@ -645,6 +707,7 @@ mod tests {
             argv: vec!["/usr/bin/make".into(), "-j8".into(), "vmlinux".into()],
             log: tmp.path().join("build.log"),
             extra_env: Vec::new(),
+            own_group: true,
         };
         let text: String = (1..=30).map(|i| format!("make line {i}\n")).collect();
         std::fs::write(&cmd.log, text).unwrap();

@@ -334,6 +334,7 @@ fn kernbench_pack_setup_failures_name_the_step_and_the_errno() {
         argv: vec![program.into()],
         log: tmp.path().join("log"),
         extra_env: Vec::new(),
+        own_group: true,
     };
     let setup = |r: Result<userland_pack::Ran, PackError>| match r {
         Err(e @ PackError::Setup { .. }) => loads::error_chain::error_chain(&e),
@@ -410,5 +411,103 @@ fn contest_pack_build_failure_is_the_row_s_error_with_make_s_words() {
     let e = run_contest(&pack, &["no_load"]).unwrap_err();
     assert!(e.contains("contest") && e.contains("failed in the pack (exit status 2)"), "{e}");
     assert!(e.contains("contest/linux/build.log:") && e.contains("blk-core.c"), "{e}");
+    assert_no_mount_left(&pack);
+}
+
+/// Prepares sdet on the fake pack and runs one iteration at `levels`,
+/// returning the params, the iteration and what is left of the homes.
+fn run_sdet(pack: &FakePack, levels: &[u32]) -> Result<Value, String> {
+    let (root, work_dir) = (pack.root(), pack.work_dir());
+    let levels = levels.to_vec();
+    in_pack_namespace(pack, move || {
+        let chain = |e: &dyn std::error::Error| loads::error_chain::error_chain(e);
+        let p = json!({ "pack": root, "levels": levels, "units": 14 });
+        let ctx = RunContext::new(1, work_dir.clone());
+        let mut w = workloads::prepare("sdet", p.as_object().unwrap(), &ctx).map_err(|e| chain(&e))?;
+        let it = serde_json::to_value(w.run_iteration().map_err(|e| chain(&e))?).unwrap();
+        let root = work_dir.join("sdet");
+        let script = std::fs::read_to_string(root.join("scripts/s0.sh")).unwrap_or_default();
+        Ok(json!({
+            "params": w.params(),
+            "iteration": it,
+            "homes_left": root.join("homes").exists(),
+            "script": script,
+        }))
+    })
+}
+
+#[test]
+fn sdet_runs_real_shell_scripts_of_the_packs_programs_at_each_level() {
+    require!(&["/bin/sh", "/usr/bin/cc", "/usr/bin/sed", "/usr/bin/diff", "/usr/bin/find"]);
+    let pack = fake_pack(None);
+    let out = run_sdet(&pack, &[1, 3]).unwrap_or_else(|e| panic!("{e}"));
+    let p = &out["params"];
+    assert_eq!(p["pack_id"], FAKE_PACK_ID, "{p}");
+    assert_eq!((&p["levels"], &p["units"]), (&json!([1, 3]), &json!(14)), "{p}");
+    assert_eq!(workloads::version("sdet"), Some(2), "real scripts are not version 1's applets");
+    assert!(p.get("pack").is_none(), "where it is mounted is no parameter: {p}");
+    let it = &out["iteration"];
+    for n in [1, 3] {
+        let m = it["metrics"][format!("scripts_per_hour_{n}")]["value"].as_f64().unwrap();
+        let elapsed = it["detail"][format!("elapsed_{n}")].as_f64().unwrap();
+        assert!((m - f64::from(n) * 3600.0 / elapsed).abs() < 1e-6 * m, "{n}: {m} scripts/h, {elapsed} s");
+        // The shells and every command they ran were reaped under the
+        // driver: far more than one process's faults.
+        assert!(it["detail"][format!("minor_faults_{n}")].as_u64().unwrap() > 1000, "{it}");
+    }
+    // 12 one-line units, mkdir/cp/ls/rm and sed/diff.
+    assert_eq!(it["detail"]["commands_per_script"], 18, "{it}");
+    assert_eq!(out["homes_left"], false, "a level that succeeded leaves no homes");
+    // The last level's scripts: one per user, the last user's home.
+    let script = out["script"].as_str().unwrap();
+    assert!(script.contains("cd /bootbench/work/homes/user0 || fail cd $?"), "{script}");
+    assert!(script.contains("cc -O -c -I src/include -o tmp/obj8.o src/"), "{script}");
+    assert_no_mount_left(&pack);
+}
+
+#[test]
+fn a_command_stopped_by_its_caller_is_killed_at_once_and_can_share_the_callers_group() {
+    require!(&["/bin/sh", "/bin/sleep"]);
+    let pack = fake_pack(None);
+    let (root, work_dir) = (pack.root(), pack.work_dir());
+    let out = in_pack_namespace(&pack, move || {
+        let mut found = Vec::new();
+        for own_group in [false, true] {
+            let stat = work_dir.join("stat");
+            let _ = std::fs::remove_file(&stat);
+            let cmd = PackCommand {
+                pack: root.clone(),
+                work: work_dir.clone(),
+                cwd: "/".into(),
+                argv: vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    "cat /proc/$$/stat > /bootbench/work/stat; exec sleep 60".into(),
+                ],
+                log: work_dir.join("log"),
+                extra_env: Vec::new(),
+                own_group,
+            };
+            let t0 = std::time::Instant::now();
+            let stop = || stat.exists() && std::fs::metadata(&stat).is_ok_and(|m| m.len() > 0);
+            let ended = userland_pack::run_until(&cmd, Some(&stop)).map_err(|e| e.to_string())?;
+            let stat = std::fs::read_to_string(&stat).unwrap_or_default();
+            let after_comm: Vec<&str> = stat.rsplit_once(") ").map(|(_, r)| r.split(' ').collect()).unwrap_or_default();
+            let (pid, pgrp) = (stat.split(' ').next().unwrap_or(""), after_comm.get(2).copied().unwrap_or(""));
+            found.push(json!({
+                "stopped": ended == userland_pack::Ended::Stopped,
+                "seconds": t0.elapsed().as_secs_f64(),
+                "own_group": pgrp == pid,
+                "callers_group": pgrp == nix::unistd::getpgrp().as_raw().to_string(),
+            }));
+        }
+        Ok(json!(found))
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    for (r, own) in out.as_array().unwrap().iter().zip([false, true]) {
+        assert_eq!(r["stopped"], true, "{r}");
+        assert!(r["seconds"].as_f64().unwrap() < 10.0, "a 60 s sleep was stopped at once: {r}");
+        assert_eq!((&r["own_group"], &r["callers_group"]), (&json!(own), &json!(!own)), "{r}");
+    }
     assert_no_mount_left(&pack);
 }

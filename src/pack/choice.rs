@@ -54,13 +54,13 @@ pub enum ChoiceError {
         given: String,
     },
     /// The suite needs a pack and `--pack none` refused it.
-    #[error("--pack none, but the suite runs {} (it builds in the userland pack): use --pack auto or a pack image", .workloads.join(", "))]
+    #[error("--pack none, but the suite runs {} (it runs the userland pack's programs): use --pack auto or a pack image", .workloads.join(", "))]
     Refused {
         /// The workloads that need it.
         workloads: Vec<String>,
     },
     /// The suite needs a pack and the arch has none.
-    #[error("the suite runs {} (it builds in the userland pack), but there is no pack for arch {arch} (packs exist for: x86_64); run kbuild instead of kernbench, and contest with build \"synthetic\"", .workloads.join(", "))]
+    #[error("the suite runs {} (it runs the userland pack's programs), but there is no pack for arch {arch} (packs exist for: x86_64); run kbuild instead of kernbench, sdet_applets instead of sdet, and contest with build \"synthetic\"", .workloads.join(", "))]
     NoPackForArch {
         /// The workloads that need it.
         workloads: Vec<String>,

@@ -75,7 +75,7 @@ pub fn violations(graph: &ModuleGraph, base: &Path) -> Vec<String> {
 
 /// The workloads of `loads`: none may name another.
 pub const LOADS_WORKLOADS: &[&str] =
-    &["fork", "dbench", "tbench", "kbuild", "kernbench", "sdet", "hackbench", "contest"];
+    &["fork", "dbench", "tbench", "kbuild", "kernbench", "sdet", "sdet_applets", "hackbench", "contest"];
 
 /// The rules of `loads` that a missing cycle does not already imply:
 /// no workload names another; the shared engines (`workloads::nbench`,
@@ -98,7 +98,7 @@ pub fn loads_violations(graph: &ModuleGraph, base: &Path) -> Vec<String> {
         let why = match (workload_of(&a), workload_of(&b)) {
             (Some(x), Some(y)) if x != y => Some(format!("workload {x} must not name workload {y}")),
             (None, Some(y))
-                if ["crate::workloads::nbench", "crate::kernel_build", "crate::pack_build"]
+                if ["crate::workloads::nbench", "crate::kernel_build", "crate::pack_build", "crate::sdet_home"]
                     .iter()
                     .any(|engine| under(&a, engine)) =>
             {

@@ -177,6 +177,7 @@ impl PackBuild {
             argv: vec![CP.into(), "-a".into(), PREPARED.into(), OBJ_IN_PACK.into()],
             log: work.join("copy.log"),
             extra_env: Vec::new(),
+            own_group: true,
         };
         userland_pack::run(&copy)?;
         let skeleton = Skeleton::read(&obj).map_err(|source| PackBuildError::Walk { path: obj.clone(), source })?;
@@ -211,6 +212,7 @@ impl PackBuild {
             argv,
             log: self.work.join(log),
             extra_env: self.make_env.clone(),
+            own_group: true,
         }
     }
 
@@ -296,7 +298,8 @@ mod tests {
     #[test]
     fn cpu_percent_is_the_rusage_over_the_wall_time() {
         let usage = Usage { user_s: 3.5, sys_s: 0.5, ..Default::default() };
-        let built = |elapsed_s| Built { jobs: "-j8".into(), ran: Ran { elapsed_s, usage }, objects: 4 };
+        let built =
+            |elapsed_s| Built { jobs: "-j8".into(), ran: Ran { elapsed_s, from_exec_s: elapsed_s, usage }, objects: 4 };
         assert_eq!(built(2.0).cpu_percent(), 200.0);
         assert_eq!(built(0.0).cpu_percent(), 0.0, "no division by a zero elapsed time");
     }

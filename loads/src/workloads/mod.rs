@@ -19,16 +19,18 @@ pub mod kbuild;
 pub mod kernbench;
 pub mod nbench;
 pub mod sdet;
+pub mod sdet_applets;
 pub mod tbench;
 
 /// Names of all workloads, in the order suites list them.
-pub const NAMES: &[&str] = &["fork", "dbench", "tbench", "kbuild", "kernbench", "sdet", "hackbench", "contest"];
+pub const NAMES: &[&str] =
+    &["fork", "dbench", "tbench", "kbuild", "kernbench", "sdet", "sdet_applets", "hackbench", "contest"];
 
 /// The workloads that always run inside the userland pack (a read-only
 /// disk of Debian's build userland the host attaches and the init mounts
 /// at `suite::PACK_MOUNT`): a suite with one of them needs the pack. Others
 /// need it for some parameters: see [`needs_pack`].
-pub const NEEDS_PACK: &[&str] = &["kernbench"];
+pub const NEEDS_PACK: &[&str] = &["kernbench", "sdet"];
 
 /// Whether the workload of `spec` runs inside the userland pack: one of
 /// [`NEEDS_PACK`], or a contest whose foreground is the pack build
@@ -94,13 +96,20 @@ pub fn needs_pack(spec: &WorkloadSpec) -> bool {
 ///   init's applets, as in version 4) or `pack` (Linux compiled by the
 ///   pack's gcc and make, kernbench's build; Time and CPU% from make's
 ///   rusage). The two are never compared.
-pub const VERSIONS: [(&str, u32); 8] = [
+/// - sdet 2: real shell scripts of ordinary commands run by dash with the
+///   userland pack's programs, the shell forking and exec'ing each command
+///   found on the PATH (was: a fork of the workload for a shell and the
+///   init's applets for commands, now `sdet_applets`).
+/// - sdet_applets 1 (new): sdet version 1 under its own name, for arches
+///   and suites without a pack; never compared with `sdet`.
+pub const VERSIONS: [(&str, u32); 9] = [
     ("fork", 1),
     ("dbench", 3),
     ("tbench", 3),
     ("kbuild", 1),
     ("kernbench", 1),
-    ("sdet", 1),
+    ("sdet", 2),
+    ("sdet_applets", 1),
     ("hackbench", 2),
     ("contest", 5),
 ];
@@ -131,6 +140,7 @@ pub fn prepare(
         "kbuild" => Ok(Box::new(kbuild::Kbuild::new(parse_params("kbuild", params)?, ctx)?)),
         "kernbench" => Ok(Box::new(kernbench::Kernbench::new(parse_params("kernbench", params)?, ctx)?)),
         "sdet" => Ok(Box::new(sdet::Sdet::new(parse_params("sdet", params)?, ctx)?)),
+        "sdet_applets" => Ok(Box::new(sdet_applets::Sdet::new(parse_params("sdet_applets", params)?, ctx)?)),
         "hackbench" => Ok(Box::new(hackbench::Hackbench::new(parse_params("hackbench", params)?, ctx)?)),
         "contest" => Ok(Box::new(contest::Contest::new(parse_params("contest", params)?, ctx)?)),
         other => Err(WorkloadError::Unknown(other.to_string())),
@@ -252,11 +262,11 @@ mod tests {
         for n in ["quick", "standard", "full"] {
             let s = Suite::builtin(n).unwrap();
             let names: Vec<&str> = s.workloads.iter().map(|w| w.name.as_str()).collect();
-            assert_eq!(names, ["fork", "dbench", "tbench", "kbuild", "sdet", "hackbench"], "{n}: fork first");
+            assert_eq!(names, ["fork", "dbench", "tbench", "kbuild", "sdet_applets", "hackbench"], "{n}: fork first");
             for w in &s.workloads {
                 let ok = match w.name.as_str() {
                     "kbuild" => parse_params::<kbuild::KbuildParams>("kbuild", &w.params).map(|_| ()),
-                    "sdet" => parse_params::<sdet::SdetParams>("sdet", &w.params).map(|_| ()),
+                    "sdet_applets" => parse_params::<sdet_applets::SdetParams>("sdet_applets", &w.params).map(|_| ()),
                     "hackbench" => parse_params::<hackbench::HackbenchParams>("hackbench", &w.params).map(|_| ()),
                     _ => Ok(()),
                 };
@@ -287,9 +297,15 @@ mod tests {
                     assert_eq!(build, (arch == "x86_64").then_some("pack"), "{arch}: contest's foreground");
                     continue;
                 }
-                let build = if real { "kernbench" } else { "kbuild" };
-                assert_eq!(names, ["fork", "dbench", "tbench", build, "sdet", "hackbench"], "{arch} {n}");
+                let (build, sdet) = if real { ("kernbench", "sdet") } else { ("kbuild", "sdet_applets") };
+                assert_eq!(names, ["fork", "dbench", "tbench", build, sdet, "hackbench"], "{arch} {n}");
                 if real {
+                    // SDET's real scripts: every kind of command once in
+                    // standard, twice in full.
+                    let p: sdet::SdetParams = parse_params("sdet", &s.workloads[4].params).unwrap();
+                    let kinds = sdet::script::UNIT_KINDS;
+                    assert_eq!(p.units, if n == "full" { 2 * kinds } else { kinds }, "{n}");
+                    assert_eq!(p.levels, [1, 4, 16, 64, 128]);
                     let spec = &s.workloads[3];
                     let p: kernbench::KernbenchParams = parse_params("kernbench", &spec.params).unwrap();
                     assert_eq!(p.target.name(), n, "{arch} {n}: the suite's size is the target's");

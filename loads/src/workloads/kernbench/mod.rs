@@ -353,7 +353,7 @@ mod tests {
         ru.ru_stime = libc::timeval { tv_sec: 0, tv_usec: 500_000 };
         ru.ru_nvcsw = 1200;
         ru.ru_nivcsw = 340;
-        let ran = Ran { elapsed_s: 2.0, usage: Usage::from_rusage(&ru) };
+        let ran = Ran { elapsed_s: 2.0, from_exec_s: 2.0, usage: Usage::from_rusage(&ru) };
         let m: std::collections::BTreeMap<String, Metric> =
             build_metrics(JobLevel::Optimal, &ran).into_iter().collect();
         let v = |k: &str| m[k].value;
@@ -366,7 +366,7 @@ mod tests {
         assert_eq!(v("sleeps_optimal"), 1200.0, "voluntary, as time(1)'s %w");
         assert_eq!(m["cpu_percent_optimal"].better, crate::schema::Better::Higher);
         assert_eq!(m["elapsed_optimal"].better, crate::schema::Better::Lower);
-        let idle = Ran { elapsed_s: 0.0, usage: Usage::default() };
+        let idle = Ran { elapsed_s: 0.0, from_exec_s: 0.0, usage: Usage::default() };
         let m: std::collections::BTreeMap<String, Metric> = build_metrics(JobLevel::Half, &idle).into_iter().collect();
         assert_eq!(m["cpu_percent_half"].value, 0.0, "no division by a zero elapsed time");
     }

@@ -1,17 +1,22 @@
-//! `sdet`: SDET-style multi-user throughput. N concurrent "user scripts"
-//! run, each in its own home directory, each a sequence of commands (list,
-//! copy, cat, grep, sort, word count, mkdir/rm, compile) run as exec'd
-//! applets one after another, fork and exec per command and pipes between
-//! pipeline stages, as a shell runs them. Every script is the same set of
-//! commands in its own seeded order, as SDET's scripts were. Throughput is
-//! scripts per hour at each concurrency level (1, 4, 16, 64, 128 by
-//! default). Owns script generation, the homes and the shells; must not
-//! implement the commands (the applets do).
+//! `sdet_applets`: SDET-style multi-user throughput for arches without a
+//! userland pack (and the quick suite, which needs none). N concurrent
+//! "user scripts" run, each in its own home directory, each a sequence of
+//! commands (list, copy, cat, grep, sort, word count, mkdir/rm, compile)
+//! run as exec'd applets of the init one after another, fork and exec per
+//! command and pipes between pipeline stages; the "shell" is a fork of
+//! the workload, not a shell program. So it measures the fork and exec of
+//! the init's own image, not SDET's profile: `sdet` (real scripts under
+//! dash, the pack's programs) is SDET, and the two are never compared.
+//! Every script is the same set of commands in its own seeded order.
+//! Throughput is scripts per hour at each concurrency level (1, 4, 16, 64,
+//! 128 by default). Owns script generation and the shells; must not
+//! implement the commands (the applets do) nor the home (`sdet_home`).
 
 use crate::applet_argv::APPLET_FLAG;
-use crate::kernel_build::source_tree::{SourceTree, TreeSpec, INCLUDE_DIR};
+use crate::kernel_build::source_tree::INCLUDE_DIR;
 use crate::reap::{self, Exit, Usage};
 use crate::schema::{Iteration, Metric};
+use crate::sdet_home::{self, doc, HomeSpec, Sources, WORDS};
 use crate::workload::{params_map, RunContext, Workload, WorkloadError};
 use nix::unistd::{fork, ForkResult, Pid};
 use rand::{RngExt, SeedableRng};
@@ -22,14 +27,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+/// The workload's name.
+pub const NAME: &str = "sdet_applets";
+
 /// Per-script error log, in the script's home.
 pub const LOG: &str = "sdet.log";
-
-const WORDS: &[&str] = &[
-    "kernel", "page", "inode", "buffer", "socket", "thread", "mutex", "spin", "queue", "block", "device", "driver",
-    "memory", "cache", "write", "read", "sync", "flush", "timer", "signal", "process", "task", "file", "mount", "swap",
-    "slab", "zone", "node", "cpu", "irq", "vector", "table", "entry", "lock", "panic", "oops", "trace",
-];
 
 /// Errors of the SDET workload.
 #[derive(Debug, thiserror::Error)]
@@ -58,9 +60,9 @@ pub enum SdetError {
     /// A path or argument with a NUL byte (cannot be passed to exec).
     #[error("argument {0:?} contains a NUL byte")]
     Nul(String),
-    /// Generating the compile sources failed.
-    #[error("generating the scripts' sources")]
-    Tree(#[from] crate::kernel_build::source_tree::TreeError),
+    /// Making the skeleton home failed.
+    #[error("making the skeleton home")]
+    Home(#[from] sdet_home::HomeError),
     /// A shell could not be started.
     #[error("cannot fork the shell of script {script}")]
     Fork {
@@ -151,10 +153,6 @@ impl Default for SdetParams {
     }
 }
 
-fn doc(i: u32) -> String {
-    format!("docs/doc{i}.txt")
-}
-
 /// The units every script runs (in its own order), numbered so outputs
 /// never collide.
 pub fn base_units(p: &SdetParams, sources: &[String], seed: u64) -> Vec<Unit> {
@@ -226,10 +224,10 @@ pub fn base_units(p: &SdetParams, sources: &[String], seed: u64) -> Vec<Unit> {
 
 /// Script `index`: the base units in that script's own seeded order.
 pub fn script(base: &[Unit], seed: u64, index: usize) -> Vec<CommandLine> {
-    let mut order: Vec<usize> = (0..base.len()).collect();
-    let mut g = Pcg64::seed_from_u64(seed.wrapping_add(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(index as u64 + 1)));
-    rand::seq::SliceRandom::shuffle(order.as_mut_slice(), &mut g);
-    order.into_iter().flat_map(|u| base.get(u).cloned().unwrap_or_default()).collect()
+    sdet_home::script_order(base.len(), seed, index)
+        .into_iter()
+        .flat_map(|u| base.get(u).cloned().unwrap_or_default())
+        .collect()
 }
 
 fn cstr(s: &OsStr) -> Result<CString, SdetError> {
@@ -411,7 +409,7 @@ fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> 
 }
 
 fn failed(e: SdetError) -> WorkloadError {
-    WorkloadError::Failed { workload: "sdet", source: Box::new(e) }
+    WorkloadError::Failed { workload: NAME, source: Box::new(e) }
 }
 
 fn log_tail(path: &Path) -> String {
@@ -429,51 +427,20 @@ impl Sdet {
     /// Checks the parameters and writes the skeleton home (text files,
     /// numbers, a few C sources) under the work directory.
     pub fn new(params: SdetParams, ctx: &RunContext) -> Result<Self, WorkloadError> {
-        let bad = |why: String| WorkloadError::Invalid { workload: "sdet", why };
-        if params.levels.is_empty() || params.levels.iter().any(|&l| l == 0 || l > 1024) {
-            return Err(bad(format!("levels must be 1..=1024 scripts each, and not empty: {:?}", params.levels)));
-        }
+        let bad = |why: String| WorkloadError::Invalid { workload: NAME, why };
+        sdet_home::check_levels(&params.levels).map_err(bad)?;
         if !(1..=10_000).contains(&params.units) {
             return Err(bad(format!("units must be 1..=10000, got {}", params.units)));
         }
-        if !(1..=1000).contains(&params.docs) || !(1..=1_000_000).contains(&params.doc_lines) {
-            return Err(bad(format!(
-                "docs must be 1..=1000 and doc_lines 1..=1000000, got {} and {}",
-                params.docs, params.doc_lines
-            )));
-        }
-        if !(2..=100).contains(&params.sources) {
-            return Err(bad(format!("sources must be 2..=100, got {}", params.sources)));
-        }
-        let root = ctx.work_dir.join("sdet");
-        let skel = root.join("skel");
+        let spec = HomeSpec { docs: params.docs, doc_lines: params.doc_lines, sources: params.sources };
+        spec.check().map_err(bad)?;
+        let root = ctx.work_dir.join(NAME);
         if root.exists() {
             std::fs::remove_dir_all(&root).map_err(io("remove", &root)).map_err(failed)?;
         }
-        for d in ["docs", "out", "tmp"] {
-            let p = skel.join(d);
-            std::fs::create_dir_all(&p).map_err(io("create", &p)).map_err(failed)?;
-        }
-        let mut g = Pcg64::seed_from_u64(ctx.seed ^ 0xd0c5);
-        for i in 0..params.docs {
-            let mut text = String::new();
-            for _ in 0..params.doc_lines {
-                let n = g.random_range(3..12u32);
-                let line: Vec<&str> = (0..n)
-                    .map(|_| WORDS.get(g.random_range(0..WORDS.len() as u32) as usize).copied().unwrap_or("x"))
-                    .collect();
-                text.push_str(&line.join(" "));
-                text.push('\n');
-            }
-            let p = skel.join(doc(i));
-            std::fs::write(&p, text).map_err(io("write", &p)).map_err(failed)?;
-        }
-        let numbers: String = (0..params.doc_lines).map(|_| format!("{}\n", g.random_range(0..1_000_000u32))).collect();
-        let p = skel.join("docs/numbers.txt");
-        std::fs::write(&p, numbers).map_err(io("write", &p)).map_err(failed)?;
-        let tree = SourceTree::generate(&skel.join("src"), &TreeSpec { files: params.sources, headers: 2 }, ctx.seed)
+        let skel = sdet_home::make_skeleton(&root.join("skel"), &spec, Sources::Synthetic, ctx.seed)
             .map_err(|e| failed(e.into()))?;
-        let base = base_units(&params, &tree.sources, ctx.seed);
+        let base = base_units(&params, &skel.sources, ctx.seed);
         Ok(Sdet { params, root, base, seed: ctx.seed, applet_exe: ctx.applet_exe.clone() })
     }
 
@@ -558,7 +525,7 @@ fn kill_groups(pids: &[Pid]) {
 
 impl Workload for Sdet {
     fn name(&self) -> &'static str {
-        "sdet"
+        NAME
     }
 
     fn params(&self) -> serde_json::Map<String, serde_json::Value> {
