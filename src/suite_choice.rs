@@ -7,7 +7,8 @@ use anyhow::Context;
 use loads::known_loadfiles::DBENCH_CLIENT_ROOM_BYTES;
 use loads::suite::{CmdlineConfig, Suite};
 use loads::workloads::contest::background_loads::LoadKind;
-use loads::workloads::contest::{ContestParams, NAME as CONTEST_WORKLOAD};
+use loads::workloads::contest::real_tree::ROOM_BYTES as REAL_TREE_ROOM_BYTES;
+use loads::workloads::contest::{ContestParams, Foreground, LoadTools, NAME as CONTEST_WORKLOAD};
 use std::path::Path;
 
 /// MiB of a guest's RAM that its kernel keeps out of MemTotal (its image,
@@ -139,8 +140,16 @@ pub fn contest_scratch_room(suite: &Suite, smp: u32) -> anyhow::Result<Option<u6
         let p: ContestParams = loads::workload::parse_params(CONTEST_WORKLOAD, &params)?;
         let clients = p.dbench_clients.unwrap_or(smp.saturating_mul(16));
         let dbench = if p.rows.iter().any(|r| r == LoadKind::Dbench.name()) { u64::from(clients) } else { 0 };
-        let build = if loads::workloads::needs_pack(spec) { BUILD_ROOM_BYTES } else { 0 };
-        let need = dbench.saturating_mul(DBENCH_CLIENT_ROOM_BYTES).saturating_add(build);
+        let build = if p.build == Foreground::Pack { BUILD_ROOM_BYTES } else { 0 };
+        // The real tree of the tar and list loads, its archive and a copy.
+        let tree_rows = [LoadKind::Ctar, LoadKind::Xtar, LoadKind::List].map(LoadKind::name);
+        let tree =
+            if p.effective_load_tools() == LoadTools::Pack && p.rows.iter().any(|r| tree_rows.contains(&r.as_str())) {
+                REAL_TREE_ROOM_BYTES
+            } else {
+                0
+            };
+        let need = dbench.saturating_mul(DBENCH_CLIENT_ROOM_BYTES).saturating_add(build).saturating_add(tree);
         room = Some(room.map_or(need, |r: u64| r.max(need)));
     }
     Ok(room)
@@ -155,7 +164,7 @@ pub const BUILD_ROOM_BYTES: u64 = 3 << 30;
 /// ([`BUILD_ROOM_BYTES`]), or `None` when the suite runs none (kernbench,
 /// or contest with `build: "pack"`).
 pub fn pack_build_scratch_room(suite: &Suite) -> Option<u64> {
-    suite.workloads.iter().any(loads::workloads::needs_pack).then_some(BUILD_ROOM_BYTES)
+    suite.workloads.iter().any(loads::workloads::builds_in_pack).then_some(BUILD_ROOM_BYTES)
 }
 
 /// The scratch room the suite needs beyond contest's RAM-sized files, or
@@ -312,6 +321,19 @@ mod tests {
     }
 
     #[test]
+    fn only_a_kernel_build_in_the_pack_asks_for_its_scratch_room() {
+        let suite = |w: &str| Suite::from_json("t", &format!(r#"{{"name":"t","workloads":[{w}]}}"#)).unwrap();
+        assert_eq!(scratch_room(&suite(r#"{"name":"kernbench"}"#), 2).unwrap(), Some(BUILD_ROOM_BYTES));
+        // SDET's scripts run in the pack, but their homes are in the work
+        // directory: no scratch disk for them.
+        let sdet = suite(r#"{"name":"sdet"}"#);
+        assert!(sdet.workloads.iter().any(loads::workloads::needs_pack));
+        assert_eq!(scratch_room(&sdet, 2).unwrap(), None);
+        let contest = suite(r#"{"name":"contest","params":{"rows":"list_load","load_tools":"pack"}}"#);
+        assert_eq!(scratch_room(&contest, 2).unwrap(), Some(REAL_TREE_ROOM_BYTES), "the tree, not a build's objects");
+    }
+
+    #[test]
     fn contest_scratch_room_is_dbench_load_s_clients_room() {
         assert_eq!(contest_scratch_room(&Suite::builtin("quick").unwrap(), 2).unwrap(), None);
         let contest = Suite::builtin("contest").unwrap();
@@ -325,7 +347,13 @@ mod tests {
         assert_eq!(with(serde_json::json!({ "dbench_clients": 3 })), Some(3 * DBENCH_CLIENT_ROOM_BYTES));
         // The pack build's output tree stays beside dbench_load's files.
         let pack = with(serde_json::json!({ "dbench_clients": 3, "build": "pack" }));
-        assert_eq!(pack, Some(3 * DBENCH_CLIENT_ROOM_BYTES + BUILD_ROOM_BYTES));
+        // The pack build's loads are the pack's tar and ls, on a real tree.
+        assert_eq!(pack, Some(3 * DBENCH_CLIENT_ROOM_BYTES + BUILD_ROOM_BYTES + REAL_TREE_ROOM_BYTES));
+        let rows = "no_load,dbench_load";
+        let pack = with(serde_json::json!({ "dbench_clients": 3, "build": "pack", "rows": rows }));
+        assert_eq!(pack, Some(3 * DBENCH_CLIENT_ROOM_BYTES + BUILD_ROOM_BYTES), "no tar or list row: no tree");
+        let tools = with(serde_json::json!({ "rows": "list_load", "load_tools": "pack" }));
+        assert_eq!(tools, Some(REAL_TREE_ROOM_BYTES), "the synthetic build with the pack's loads");
         assert_eq!(with(serde_json::json!({ "rows": "no_load", "build": "synthetic" })), Some(0));
         assert!(contest_scratch_room(
             &Suite::from_json("t", r#"{"name":"t","workloads":[{"name":"contest","params":{"rows":5}}]}"#).unwrap(),

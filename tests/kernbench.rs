@@ -184,12 +184,16 @@ fn a_quick_kernbench_and_sdet_run_the_packs_programs_and_record_the_pack() {
     let _boot = boot_lock();
     let dir = scratch();
     let out = dir.path().join("results.json");
-    let mut c =
-        bootbench(["run", "--accel", "tcg", "--workloads", "kernbench,sdet", "--iterations", "1", "--warmup", "1"]);
+    let workloads = "kernbench,sdet,contest";
+    let mut c = bootbench(["run", "--accel", "tcg", "--workloads", workloads, "--iterations", "1", "--warmup", "1"]);
     // --mem auto: what quick's four compilers at once need (960 MiB of
-    // MemTotal), more than the base 1 GiB. SDET at 1 and 4 scripts, every
-    // kind of command once per script, in the same boot.
-    let append = "bootbench.kernbench.jobs=optimal bootbench.sdet.levels=[1,4] bootbench.sdet.units=14";
+    // MemTotal), more than the base 1 GiB. In the same boot: SDET at 1 and
+    // 4 scripts, every kind of command once per script; contest's
+    // ctar_load and list_load rows with the pack's tar and ls (on a part
+    // of the Linux tree, beside a short synthetic build).
+    let append = "bootbench.kernbench.jobs=optimal bootbench.sdet.levels=[1,4] bootbench.sdet.units=14 \
+                  bootbench.contest.rows=ctar_load,list_load bootbench.contest.load_tools=pack \
+                  bootbench.contest.tar_dirs=linux/kernel,linux/mm bootbench.contest.files=24";
     c.args(["--append", append, "-o"]).arg(&out);
     let run = run_with_deadline(c, BOOT_DEADLINE);
     run.assert_success();
@@ -269,4 +273,36 @@ fn a_quick_kernbench_and_sdet_run_the_packs_programs_and_record_the_pack() {
         rates.push(format!("{n}: {rate:.0} scripts/h ({elapsed:.1} s, user {user:.1} s, system {system:.1} s)"));
     }
     eprintln!("sdet under TCG, real scripts: {}", rates.join("; "));
+
+    // contest's tar and list loads: the pack's tar and ls on the part of
+    // the Linux tree copied to the scratch disk, stopped with the build.
+    let w = doc.workloads.iter().find(|w| w.name == "contest").expect("a contest result");
+    assert_eq!((&w.params["load_tools"], &w.params["build"]), (&"pack".into(), &"synthetic".into()), "{:?}", w.params);
+    assert_eq!(w.params["pack_id"], serde_json::json!(pack.key), "the loads ran the pack's programs: {:?}", w.params);
+    let it = &w.iterations[0];
+    assert!(it.errors.is_empty(), "{:?}", it.errors);
+    let d = &it.detail;
+    assert_eq!(d["fs"], "ext4", "the tree is on the scratch disk: {d:?}");
+    // linux/kernel and linux/mm of 6.1: 769 entries (588 and 181).
+    let (entries, bytes) = (d["tree_entries"].as_u64().unwrap(), d["tree_bytes"].as_u64().unwrap());
+    assert!((700..900).contains(&entries) && bytes > 10 << 20, "{entries} entries, {bytes} bytes");
+    let roots: Vec<&str> = d["list_roots"].as_array().unwrap().iter().filter_map(|r| r.as_str()).collect();
+    assert!(roots.contains(&"/usr") && roots.contains(&"/bootbench") && !roots.contains(&"/proc"), "{roots:?}");
+    let mut figures = Vec::new();
+    for (row, unit) in [("ctar_load", "archives"), ("list_load", "listings")] {
+        let r = d["rows"].as_array().unwrap().iter().find(|r| r["row"] == row).unwrap();
+        assert_eq!(r["load_unit"], unit, "{r}");
+        assert_eq!(r["load_killed"], false, "stopped at the word, not killed after the grace: {r}");
+        assert!(r["load_stop_s"].as_f64().unwrap() < 2.0, "{r}");
+        let lcpu = it.metrics[&format!("lcpu_percent_{row}")].value;
+        assert!(lcpu > 0.0, "{row}: the pack's tar and ls count as the load's: {r}");
+        figures.push(format!(
+            "{row}: {} {unit} in {:.1} s of build, LCPU {lcpu:.0}%, {:.0} MiB read and {:.0} MiB written by the row",
+            it.metrics[&format!("loads_{row}")].value,
+            it.metrics[&format!("time_{row}")].value,
+            r["vmstat"]["pgpgin"].as_f64().unwrap_or(0.0) / 1024.0,
+            r["vmstat"]["pgpgout"].as_f64().unwrap_or(0.0) / 1024.0,
+        ));
+    }
+    eprintln!("contest under TCG, the pack's loads on {entries} entries ({} MiB): {}", bytes >> 20, figures.join("; "));
 }

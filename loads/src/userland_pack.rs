@@ -513,11 +513,13 @@ pub enum Ended {
     Stopped,
 }
 
-/// How often [`run_until`] asks `stop`.
+/// The longest [`run_until`] waits between two questions to `stop`: it
+/// asks after 1 ms, then twice as long each time up to this, so a short
+/// command is not held up and a long one is stopped within it.
 pub const STOP_POLL: std::time::Duration = std::time::Duration::from_millis(20);
 
-/// [`run`], asking `stop` (when given) every [`STOP_POLL`] while the
-/// command runs: when it says so, the command is SIGKILLed (with its
+/// [`run`], asking `stop` (when given) at least every [`STOP_POLL`] while
+/// the command runs: when it says so, the command is SIGKILLed (with its
 /// group when it has one of its own), reaped, and [`Ended::Stopped`]
 /// returned, whatever its status. For a background load that must end
 /// within moments of being told to. Without `stop` the wait blocks, so a
@@ -560,6 +562,7 @@ pub fn run_until(cmd: &PackCommand, stop: Option<&dyn Fn() -> bool>) -> Result<E
     // Ended but not yet reaped: the group's number is still this one's
     // while it leaves the list.
     let mut stopped = false;
+    let mut pause = std::time::Duration::from_millis(1);
     let ended = loop {
         if !stopped && stop.is_some_and(|asked| asked()) {
             stopped = true;
@@ -567,7 +570,10 @@ pub fn run_until(cmd: &PackCommand, stop: Option<&dyn Fn() -> bool>) -> Result<E
         }
         let flags = if stopped || stop.is_none() { WaitPidFlag::empty() } else { WaitPidFlag::WNOHANG };
         match waitid_ended(pid, flags) {
-            Ok(WaitStatus::StillAlive) => std::thread::sleep(STOP_POLL),
+            Ok(WaitStatus::StillAlive) => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(STOP_POLL);
+            }
             other => break other,
         }
     };

@@ -354,15 +354,23 @@ fn kernbench_pack_setup_failures_name_the_step_and_the_errno() {
 /// iteration of `rows`, and returns the params, the iteration and the
 /// compiles the tree's make log counted.
 fn run_contest(pack: &FakePack, rows: &[&str]) -> Result<Value, String> {
+    run_contest_with(pack, rows, json!({}))
+}
+
+/// [`run_contest`] with more parameters.
+fn run_contest_with(pack: &FakePack, rows: &[&str], more: Value) -> Result<Value, String> {
     let (root, work_dir) = (pack.root(), pack.work_dir());
     let rows: Vec<String> = rows.iter().map(|r| r.to_string()).collect();
     in_pack_namespace(pack, move || {
         let chain = |e: &dyn std::error::Error| loads::error_chain::error_chain(e);
         // No cache drop: it would be the host's.
-        let p = json!({
+        let mut p = json!({
             "build": "pack", "pack": root, "rows": rows, "dir": work_dir, "drop_caches": false,
             "lead_s": 0.2, "mem_bytes": 48u64 << 20, "jobs": 4,
         });
+        for (k, v) in more.as_object().unwrap() {
+            p[k] = v.clone();
+        }
         let ctx = RunContext::new(1, work_dir.clone());
         let mut w = workloads::prepare("contest", p.as_object().unwrap(), &ctx).map_err(|e| chain(&e))?;
         let it = serde_json::to_value(w.run_iteration().map_err(|e| chain(&e))?).unwrap();
@@ -508,6 +516,56 @@ fn a_command_stopped_by_its_caller_is_killed_at_once_and_can_share_the_callers_g
         assert_eq!(r["stopped"], true, "{r}");
         assert!(r["seconds"].as_f64().unwrap() < 10.0, "a 60 s sleep was stopped at once: {r}");
         assert_eq!((&r["own_group"], &r["callers_group"]), (&json!(own), &json!(!own)), "{r}");
+    }
+    assert_no_mount_left(&pack);
+}
+
+#[test]
+fn contest_s_tar_and_list_loads_run_the_packs_tar_and_ls_on_a_real_tree_and_stop_at_once() {
+    require!(&[
+        "/usr/bin/tar",
+        "/usr/bin/ls",
+        "/usr/bin/rm",
+        "/usr/bin/cp",
+        "/bin/sh",
+        "/usr/bin/make",
+        "/usr/bin/gcc"
+    ]);
+    let pack = fake_pack(None);
+    // The fake Linux tree has kernel/, fs/, mm/ and block/; a head start
+    // long enough for whole archives of it.
+    let more = json!({ "tar_dirs": ["linux/kernel", "linux/fs"], "lead_s": 1.0 });
+    let out = run_contest_with(&pack, &["ctar_load", "xtar_load", "list_load"], more).unwrap_or_else(|e| panic!("{e}"));
+    let p = &out["params"];
+    assert_eq!((&p["load_tools"], &p["tar_dirs"]), (&json!("pack"), &json!(["linux/kernel", "linux/fs"])), "{p}");
+    let it = &out["iteration"];
+    assert!(it["errors"].as_array().is_none_or(|e| e.is_empty()), "{it}");
+    let d = &it["detail"];
+    // kernel/fork.c, kernel/sched/core.c, fs/exec.c, fs/ext4/inode.c and
+    // their five directories.
+    assert_eq!((&d["tree_entries"], d["tree_bytes"].as_u64().unwrap() > 0), (&json!(9), true), "{d}");
+    assert!(d["list_roots"].as_array().unwrap().iter().any(|r| r == "/usr"), "{d}");
+    assert!(!d["list_roots"].as_array().unwrap().iter().any(|r| r == "/proc" || r == "/dev"), "{d}");
+    for (row, unit) in [("ctar_load", "archives"), ("xtar_load", "extractions"), ("list_load", "listings")] {
+        let r = d["rows"].as_array().unwrap().iter().find(|r| r["row"] == row).unwrap();
+        assert_eq!(r["load_unit"], unit, "{r}");
+        // Stopped by the word, the command killed at once: no grace spent,
+        // and not the rest of a pass either (a listing of the host's /usr
+        // takes a good part of a second).
+        assert_eq!(r["load_killed"], false, "{r}");
+        let stop = r["load_stop_s"].as_f64().unwrap();
+        let pass = r["load_wall_s"].as_f64().unwrap() / r["load_work_total"].as_f64().unwrap().max(1.0);
+        eprintln!("{row}: stopped in {stop:.3} s, a pass takes about {pass:.3} s");
+        assert!(stop < 0.5, "{r}");
+        if row == "list_load" {
+            assert!(stop < 0.2 && stop < pass / 2.0, "stopped in {stop} s, a pass takes {pass} s: {r}");
+        }
+        // The pack's programs ran in the load's group: their CPU is its.
+        assert!(r["load_cpu_s"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    for row in ["ctar_load", "xtar_load"] {
+        let total = d["rows"].as_array().unwrap().iter().find(|r| r["row"] == row).unwrap()["load_work_total"].clone();
+        assert!(total.as_u64().unwrap() >= 1, "{row}: whole passes in a second's head start: {total}");
     }
     assert_no_mount_left(&pack);
 }

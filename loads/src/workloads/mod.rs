@@ -39,6 +39,15 @@ pub fn needs_pack(spec: &WorkloadSpec) -> bool {
     NEEDS_PACK.contains(&spec.name.as_str()) || contest::needs_pack(spec)
 }
 
+/// Whether the workload of `spec` compiles Linux in the pack (kernbench,
+/// contest with `build: pack`), so it needs the scratch room of a kernel
+/// build's objects; sdet and contest's pack loads need the pack but not
+/// that.
+pub fn builds_in_pack(spec: &WorkloadSpec) -> bool {
+    spec.name == kernbench::NAME
+        || (spec.name == contest::NAME && spec.params.get("build").and_then(|v| v.as_str()) == Some("pack"))
+}
+
 /// Each workload's version. It goes up whenever a change alters what the
 /// workload's metrics mean (the calls it makes, what it counts), so that
 /// results of different versions are never compared: `compare`,
@@ -96,6 +105,13 @@ pub fn needs_pack(spec: &WorkloadSpec) -> bool {
 ///   init's applets, as in version 4) or `pack` (Linux compiled by the
 ///   pack's gcc and make, kernbench's build; Time and CPU% from make's
 ///   rusage). The two are never compared.
+/// - contest 6: with `load_tools: pack` (the default with the pack build)
+///   ctar_load, xtar_load and list_load run the userland pack's GNU tar,
+///   rm and ls on a real tree (`tar_dirs` of the pack's Linux tree copied
+///   to the scratch disk, 187 MB by default; the whole pack listed),
+///   list_load's Loads counting whole listings as contest's did (were:
+///   the `tar` crate on a synthetic tree of a few MB, and a walk of the
+///   guest's root counted in entries); the parameters say which.
 /// - sdet 2: real shell scripts of ordinary commands run by dash with the
 ///   userland pack's programs, the shell forking and exec'ing each command
 ///   found on the PATH (was: a fork of the workload for a shell and the
@@ -111,7 +127,7 @@ pub const VERSIONS: [(&str, u32); 9] = [
     ("sdet", 2),
     ("sdet_applets", 1),
     ("hackbench", 2),
-    ("contest", 5),
+    ("contest", 6),
 ];
 
 /// The version this build runs of workload `name`, if it is one.

@@ -5,8 +5,10 @@
 //! takes effect within one unit. Owns what each load does; must not start,
 //! time or reap the leader (that is `load_process`).
 
+use super::real_tree::RealTree;
 use super::ring::{self, RingError};
 use super::shared_page::SharedPage;
+use crate::userland_pack::{self, Ended, PackCommand, PackError};
 use crate::workloads::nbench::client_driver::{run_clients, DriverError, Phases, Replayer};
 use crate::workloads::nbench::fs_client::FsClient;
 use crate::workloads::nbench::loadfile::{Line, Loadfile};
@@ -75,6 +77,15 @@ pub enum LoadBodyError {
     /// process_load's ring failed.
     #[error("process_load")]
     Ring(#[source] RingError),
+    /// A command of the pack (tar, rm, ls) failed.
+    #[error("{load}: the pack's command failed")]
+    Pack {
+        /// The load.
+        load: &'static str,
+        /// Why.
+        #[source]
+        source: PackError,
+    },
 }
 
 /// A background load.
@@ -117,11 +128,15 @@ impl LoadKind {
         }
     }
 
-    /// The unit the load's work is counted in (contest's "Loads" column).
+    /// The unit the load's work is counted in (contest's "Loads" column),
+    /// with the pack's programs on the real tree (`real_tree`) or not.
     /// process_load's is the lap: one chunk's whole trip round the ring
-    /// (N + 1 hops: every member and the leader, which counts it).
-    pub fn unit(self) -> &'static str {
+    /// (N + 1 hops: every member and the leader, which counts it);
+    /// list_load's the entry the walk listed, or with the pack's `ls -lR`
+    /// the whole listing (contest's own unit).
+    pub fn unit(self, real_tree: bool) -> &'static str {
         match self {
+            LoadKind::List if real_tree => "listings",
             LoadKind::Process => "laps",
             LoadKind::Ctar => "archives",
             LoadKind::Xtar => "extractions",
@@ -164,6 +179,10 @@ pub struct LoadEnv {
     pub dbench_clients: u32,
     /// dbench_load's loadfile (read only when that row runs).
     pub dbench_loadfile: Option<Loadfile>,
+    /// The real tree and the pack's tar and ls, for ctar_load, xtar_load
+    /// and list_load (contest's `load_tools: pack`); else the synthetic
+    /// tree, the `tar` crate and a walk of `list_root`.
+    pub real_tree: Option<RealTree>,
 }
 
 impl LoadEnv {
@@ -184,6 +203,7 @@ impl LoadEnv {
             list_root: dir.to_path_buf(),
             dbench_clients: 1,
             dbench_loadfile: None,
+            real_tree: None,
         }
     }
 }
@@ -199,6 +219,14 @@ fn sys(load: &'static str, what: &'static str) -> impl FnOnce(nix::Error) -> Loa
 
 /// Runs `kind`'s body until the stop flag is raised.
 pub fn run(kind: LoadKind, env: &LoadEnv, page: &SharedPage) -> Result<(), LoadBodyError> {
+    match (kind, &env.real_tree) {
+        (LoadKind::Ctar, Some(t)) => return pass_of_pack_commands(kind.name(), &[t.ctar(&env.dir)], &[0], page),
+        (LoadKind::Xtar, Some(t)) => return pass_of_pack_commands(kind.name(), &t.xtar(&env.dir), &[0], page),
+        // ls says 1 when an entry vanished under it (the build's objects,
+        // the load files): the listing went on.
+        (LoadKind::List, Some(t)) => return pass_of_pack_commands(kind.name(), &[t.list(&env.dir)], &[0, 1], page),
+        _ => {}
+    }
     match kind {
         LoadKind::Process => process_ring(env, page),
         LoadKind::Ctar => ctar(env, page),
@@ -210,6 +238,31 @@ pub fn run(kind: LoadKind, env: &LoadEnv, page: &SharedPage) -> Result<(), LoadB
         LoadKind::Dbench => dbench(env, page),
         LoadKind::Fork => fork_loop(page),
     }
+}
+
+/// Runs `pass` (commands of the pack, one after another) again and again,
+/// one unit of work per whole pass, until the stop: the command running
+/// then is killed at once. A command ending with a status outside `ok`
+/// fails the load.
+fn pass_of_pack_commands(
+    load: &'static str,
+    pass: &[PackCommand],
+    ok: &[i32],
+    page: &SharedPage,
+) -> Result<(), LoadBodyError> {
+    let stop = || page.stop_requested();
+    while !page.stop_requested() {
+        for cmd in pass {
+            match userland_pack::run_until(cmd, Some(&stop)) {
+                Ok(Ended::Ran(_)) => {}
+                Ok(Ended::Stopped) => return Ok(()),
+                Err(PackError::Failed { exit: crate::reap::Exit::Code(c), .. }) if ok.contains(&c) => {}
+                Err(source) => return Err(LoadBodyError::Pack { load, source }),
+            }
+        }
+        page.add_work(1);
+    }
+    Ok(())
 }
 
 fn write_file(env: &LoadEnv, page: &SharedPage) -> Result<(), LoadBodyError> {

@@ -12,7 +12,10 @@
 //! Each row times the build once with no load (no_load), again with warm
 //! caches (cacherun), and under each of nine background loads started a
 //! few seconds before it and stopped after it; before each, the build is
-//! undone (untimed). Per row: Time, CPU% of the build, the load's
+//! undone (untimed). ctar_load, xtar_load and list_load run the userland
+//! pack's tar and ls on a real tree (`real_tree`, the `load_tools`
+//! parameter `pack`, the pack build's default) or the `tar` crate and a
+//! walk on a synthetic one (`synthetic`). Per row: Time, CPU% of the build, the load's
 //! completed work (Loads) and CPU share (LCPU%), and the ratio to no_load.
 //! A row whose load fails is an error of that row, never a silent no_load.
 //! Owns the rows, their order and metrics, and the memory bound of a pack
@@ -22,6 +25,7 @@
 pub mod background_loads;
 pub mod load_process;
 pub mod page_cache;
+pub mod real_tree;
 pub mod ring;
 mod shared_page;
 
@@ -97,10 +101,11 @@ impl Row {
         ROWS.iter().copied().find(|r| r.name() == name)
     }
 
-    /// The unit of the row's Loads column.
-    pub fn load_unit(self) -> &'static str {
+    /// The unit of the row's Loads column, with the pack's programs on
+    /// the real tree or not ([`LoadKind::unit`]).
+    pub fn load_unit(self, real_tree: bool) -> &'static str {
         match self {
-            Row::Load(k) => k.unit(),
+            Row::Load(k) => k.unit(real_tree),
             _ => "none",
         }
     }
@@ -134,11 +139,37 @@ impl ContestParams {
     }
 }
 
-/// Whether the contest of `spec` runs its foreground in the userland pack
-/// (its `build` parameter is `pack`), so the run must attach the pack.
-/// Reads only that parameter: the others are checked when it is prepared.
+/// The programs ctar_load, xtar_load and list_load run: contest's
+/// `load_tools` parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadTools {
+    /// The `tar` crate and a directory walk in the load's process, on a
+    /// seeded synthetic tree of `tar_files` files.
+    Synthetic,
+    /// The userland pack's GNU tar, rm and ls (`ls -lR`) on a real tree:
+    /// `tar_dirs` of the pack's Linux tree copied to the scratch disk, and
+    /// the whole pack for the listing (`real_tree`).
+    Pack,
+}
+
+impl ContestParams {
+    /// The loads' programs: `load_tools`, else the foreground's kind.
+    pub fn effective_load_tools(&self) -> LoadTools {
+        self.load_tools.unwrap_or(match self.build {
+            Foreground::Pack => LoadTools::Pack,
+            Foreground::Synthetic => LoadTools::Synthetic,
+        })
+    }
+}
+
+/// Whether the contest of `spec` runs the userland pack's programs (its
+/// `build` or its `load_tools` parameter is `pack`), so the run must attach
+/// the pack. Reads only those parameters: the others are checked when it is
+/// prepared.
 pub fn needs_pack(spec: &WorkloadSpec) -> bool {
-    spec.name == NAME && spec.params.get("build").and_then(|v| v.as_str()) == Some(Foreground::Pack.name())
+    let is = |key: &str| spec.params.get(key).and_then(|v| v.as_str()) == Some(Foreground::Pack.name());
+    spec.name == NAME && (is("build") || is("load_tools"))
 }
 
 /// Parameters of `contest`.
@@ -179,8 +210,18 @@ pub struct ContestParams {
     /// OOM kills of mem_load's worker tolerated (it is restarted after
     /// each) before the row is an error.
     pub max_oom_kills: u64,
-    /// Source files of the tree ctar_load archives and xtar_load extracts.
+    /// Source files of the synthetic tree ctar_load archives and xtar_load
+    /// extracts (`load_tools: synthetic`).
     pub tar_files: u32,
+    /// The programs of ctar_load, xtar_load and list_load: `synthetic` or
+    /// `pack`; by default `pack` with the pack build, else `synthetic`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_tools: Option<LoadTools>,
+    /// With `load_tools: pack`: the parts of the pack's Linux tree (under
+    /// /usr/src, each `linux/...`) that ctar_load archives and xtar_load
+    /// extracts (a list, or words separated by commas).
+    #[serde(deserialize_with = "list_or_words")]
+    pub tar_dirs: Vec<String>,
     /// Exec'd processes in process_load's ring (N); default 4 × CPUs, as
     /// contest. The ring carries max(1, N / 8) chunks (`ring::chunks`).
     pub ring_procs: Option<u32>,
@@ -240,6 +281,8 @@ impl Default for ContestParams {
             drop_caches: true,
             max_oom_kills: 3,
             tar_files: 300,
+            load_tools: None,
+            tar_dirs: real_tree::TREE_DIRS.iter().map(|d| d.to_string()).collect(),
             ring_procs: None,
             dbench_clients: None,
             dbench_loadfile: CLIENT_TXT.to_string(),
@@ -426,6 +469,8 @@ pub struct Contest {
     jobs: u32,
     cpus: usize,
     env: LoadEnv,
+    /// The pack's identity when the build or the loads run its programs.
+    pack_id: Option<String>,
 }
 
 fn bad(why: String) -> WorkloadError {
@@ -504,10 +549,17 @@ impl Contest {
         if [params.jobs, params.ring_procs, params.dbench_clients].contains(&Some(0)) {
             return Err(bad("jobs, ring_procs and dbench_clients must be at least 1".into()));
         }
+        let load_tools = params.effective_load_tools();
         let pack_target = match params.build {
             Foreground::Pack => Some(params.pack_target()),
-            Foreground::Synthetic if params.target.is_some() || params.pack.is_some() => {
-                return Err(bad("target and pack are parameters of the pack build: give build \"pack\" too".into()))
+            Foreground::Synthetic if params.target.is_some() => {
+                return Err(bad("target is a parameter of the pack build: give build \"pack\" too".into()))
+            }
+            Foreground::Synthetic if params.pack.is_some() && load_tools == LoadTools::Synthetic => {
+                return Err(bad(
+                    "pack is a parameter of the pack build and the pack's loads: give build or load_tools \"pack\" too"
+                        .into(),
+                ))
             }
             Foreground::Synthetic => None,
         };
@@ -515,6 +567,17 @@ impl Contest {
         if pack_target.is_some() {
             pack_build::check_pack(&pack, NAME).map_err(failed)?;
         }
+        let real_tree_rows = [LoadKind::Ctar, LoadKind::Xtar, LoadKind::List];
+        let real_tree =
+            load_tools == LoadTools::Pack && rows.iter().any(|r| real_tree_rows.iter().any(|k| *r == Row::Load(*k)));
+        if load_tools == LoadTools::Pack {
+            real_tree::check_dirs(&params.tar_dirs).map_err(failed)?;
+            userland_pack::check(&pack, &real_tree::PACK_NEEDS, NAME).map_err(failed)?;
+        }
+        let pack_id = (pack_target.is_some() || load_tools == LoadTools::Pack)
+            .then(|| userland_pack::pack_identity(&pack))
+            .transpose()
+            .map_err(failed)?;
         let mem_bytes = match params.mem_bytes {
             Some(0) => return Err(bad("mem_bytes must be more than 0".into())),
             Some(b) => b,
@@ -552,6 +615,7 @@ impl Contest {
             .sum::<u64>()
             .saturating_add(dbench_bytes)
             .saturating_add(pack_target.map_or(0, |t| t.work_tree_mib() * MIB))
+            .saturating_add(if real_tree { real_tree::ROOM_BYTES } else { 0 })
             .saturating_add(64 * MIB);
         space.require(need, "contest's rows", ", or lower mem_bytes").map_err(failed)?;
 
@@ -570,7 +634,12 @@ impl Contest {
         };
         let tar_source = root.join("tar-source");
         let tar_archive = root.join("tar-source.tar");
-        if has(LoadKind::Ctar) || has(LoadKind::Xtar) {
+        let real_tree = if real_tree {
+            Some(real_tree::RealTree::prepare(&pack, &root, &params.tar_dirs, has(LoadKind::Xtar)).map_err(failed)?)
+        } else {
+            None
+        };
+        if real_tree.is_none() && (has(LoadKind::Ctar) || has(LoadKind::Xtar)) {
             let seed = ctx.seed.wrapping_add(1);
             SourceTree::generate(&tar_source, &TreeSpec { files: params.tar_files, headers: 0 }, seed)
                 .map_err(failed)?;
@@ -596,6 +665,7 @@ impl Contest {
             list_root: PathBuf::from("/"),
             dbench_clients,
             dbench_loadfile,
+            real_tree,
         };
         let mut params = params;
         params.mem_bytes = Some(mem_bytes);
@@ -605,7 +675,8 @@ impl Contest {
         params.dbench_loadfile_sha256 = env.dbench_loadfile.as_ref().map(|lf| lf.sha256.clone());
         params.rows = rows.iter().map(|r| r.name().to_string()).collect();
         params.target = pack_target;
-        params.pack = pack_target.map(|_| pack.display().to_string());
+        params.pack = pack_id.as_ref().map(|_| pack.display().to_string());
+        params.load_tools = Some(load_tools);
         // As kernbench did: one untimed build first, so the first row does
         // not pay for cold binaries.
         match &foreground {
@@ -617,7 +688,7 @@ impl Contest {
                 build.timed_build(JobLimit::Jobs(jobs as usize)).map_err(failed)?;
             }
         }
-        Ok(Contest { params, rows, space, foreground, jobs, cpus, env })
+        Ok(Contest { params, rows, space, foreground, jobs, cpus, env, pack_id })
     }
 
     /// Runs one row: the build is undone, everything synced and the caches
@@ -655,18 +726,24 @@ impl Contest {
     }
 }
 
-fn record(it: &mut Iteration, row: Row, build: &Timed, load: Option<&LoadReport>) -> serde_json::Value {
+fn record(
+    it: &mut Iteration,
+    row: Row,
+    build: &Timed,
+    load: Option<&LoadReport>,
+    real_tree: bool,
+) -> serde_json::Value {
     let r = row.name();
     let m = &mut it.metrics;
     m.insert(format!("time_{r}"), Metric::lower(build.elapsed_s, "s"));
     m.insert(format!("cpu_percent_{r}"), Metric::higher(build.cpu_percent, "%"));
     // contest's Loads and LCPU%: the load's work and CPU while the build ran.
     let window = load.and_then(|l| l.window);
-    m.insert(format!("loads_{r}"), Metric::higher(window.map_or(0, |w| w.work) as f64, row.load_unit()));
+    m.insert(format!("loads_{r}"), Metric::higher(window.map_or(0, |w| w.work) as f64, row.load_unit(real_tree)));
     m.insert(format!("lcpu_percent_{r}"), Metric::higher(window.map_or(0.0, |w| w.cpu_percent), "%"));
     let mut detail = serde_json::json!({
         "row": r,
-        "load_unit": row.load_unit(),
+        "load_unit": row.load_unit(real_tree),
         "build_minor_faults": build.usage.minor_faults,
         "build_major_faults": build.usage.major_faults,
         "build_voluntary_switches": build.usage.voluntary_switches,
@@ -732,8 +809,8 @@ impl Workload for Contest {
         // Where the pack is mounted is not what was measured (it is in
         // each iteration's detail); what is in it is.
         p.remove("pack");
-        if let ForegroundBuild::Pack { build, .. } = &self.foreground {
-            p.insert(pack_build::PACK_ID_PARAM.into(), build.pack_id().into());
+        if let Some(id) = &self.pack_id {
+            p.insert(pack_build::PACK_ID_PARAM.into(), id.clone().into());
         }
         p
     }
@@ -743,13 +820,14 @@ impl Workload for Contest {
         let mut rows = Vec::new();
         let mut drop_error = None;
         let mut counters = IterationCounters::default();
+        let real = self.env.real_tree.is_some();
         for row in self.rows.clone() {
             counters.start();
             let mut detail = match self.run_row(row, &mut drop_error) {
-                Ok((build, load)) => record(&mut it, row, &build, load.as_ref()),
+                Ok((build, load)) => record(&mut it, row, &build, load.as_ref(), real),
                 Err(e) => {
                     it.errors.push(format!("{}: {}", row.name(), error_chain(&e)));
-                    serde_json::json!({ "row": row.name(), "load_unit": row.load_unit(), "error": error_chain(&e) })
+                    serde_json::json!({ "row": row.name(), "load_unit": row.load_unit(real), "error": error_chain(&e) })
                 }
             };
             if let Some(obj) = detail.as_object_mut() {
@@ -779,6 +857,11 @@ impl Workload for Contest {
                 d.insert("pack".into(), pack.display().to_string().into());
                 d.insert("skeleton_files".into(), build.skeleton_files().into());
             }
+        }
+        if let Some(t) = &self.env.real_tree {
+            d.insert("tree_entries".into(), t.entries.into());
+            d.insert("tree_bytes".into(), t.bytes.into());
+            d.insert("list_roots".into(), t.list_roots.clone().into());
         }
         d.insert("caches_dropped".into(), (self.params.drop_caches && drop_error.is_none()).into());
         if let Some(e) = drop_error {
@@ -818,7 +901,7 @@ mod tests {
         };
         let mut it = Iteration::default();
         let row = Row::Load(LoadKind::Fork);
-        let detail = record(&mut it, row, &build, Some(&load));
+        let detail = record(&mut it, row, &build, Some(&load), false);
         assert_eq!(it.metrics["loads_fork_load"].value, 40.0);
         assert_eq!(it.metrics["lcpu_percent_fork_load"].value, 50.0);
         assert_eq!(detail["load_work_total"], 100);
@@ -896,9 +979,17 @@ mod tests {
         let e = parse(serde_json::json!({ "build": "real" })).unwrap_err();
         assert!(e.contains("real"), "{e}");
         assert!(parse(serde_json::json!({ "build": "pack", "target": "vmlinux" })).is_err());
-        // The foreground's meaning changed with `pack`: version 5 (4 had
-        // only the synthetic build, and no `build` in its params).
-        assert_eq!(crate::workloads::version(NAME), Some(5));
+        // The foreground's meaning changed with `pack` (version 5), the
+        // tar and list loads' with `load_tools` (6).
+        assert_eq!(crate::workloads::version(NAME), Some(6));
+        // The loads' programs follow the build unless given.
+        assert_eq!(p.effective_load_tools(), LoadTools::Pack);
+        let p = parse(serde_json::json!({ "load_tools": "pack", "tar_dirs": "linux/fs,linux/mm" })).unwrap();
+        assert_eq!((p.build, p.effective_load_tools()), (Foreground::Synthetic, LoadTools::Pack));
+        assert_eq!(p.tar_dirs, ["linux/fs", "linux/mm"]);
+        let p = parse(serde_json::json!({ "build": "pack", "load_tools": "synthetic" })).unwrap();
+        assert_eq!(p.effective_load_tools(), LoadTools::Synthetic);
+        assert_eq!(parse(serde_json::json!({})).unwrap().effective_load_tools(), LoadTools::Synthetic);
         // What `--pack auto` reads (the built-in suite's choice per arch is
         // checked with the suites).
         let spec = |name: &str, params: serde_json::Value| WorkloadSpec {
@@ -911,6 +1002,8 @@ mod tests {
         assert!(crate::workloads::needs_pack(&spec(NAME, serde_json::json!({ "build": "pack" }))));
         assert!(!crate::workloads::needs_pack(&spec(NAME, serde_json::json!({ "build": "synthetic" }))));
         assert!(!crate::workloads::needs_pack(&spec(NAME, serde_json::json!({}))));
+        assert!(needs_pack(&spec(NAME, serde_json::json!({ "load_tools": "pack" }))), "the loads' tar and ls");
+        assert!(!needs_pack(&spec(NAME, serde_json::json!({ "load_tools": "synthetic" }))));
         assert!(!needs_pack(&spec("kbuild", serde_json::json!({ "build": "pack" }))), "only contest's build");
         assert!(crate::workloads::needs_pack(&spec("kernbench", serde_json::json!({}))));
     }
@@ -950,9 +1043,21 @@ mod tests {
         assert!(e.contains(&format!("{}/usr/bin/make is missing", pack.display())), "{e}");
         assert!(e.contains("contest") && e.contains("bootbench run --pack"), "{e}");
         let e = refused(&|p| p.target = Some(Target::Quick));
-        assert!(e.contains("parameters of the pack build"), "{e}");
+        assert!(e.contains("target is a parameter of the pack build"), "{e}");
         let e = refused(&|p| p.pack = Some("/pack".into()));
-        assert!(e.contains("parameters of the pack build"), "{e}");
+        assert!(e.contains("pack is a parameter of the pack build and the pack's loads"), "{e}");
+        // The pack's loads without a pack: named before any work.
+        let e = refused(&|p| {
+            p.load_tools = Some(LoadTools::Pack);
+            p.rows = vec!["ctar_load".into()];
+            p.pack = Some(pack.display().to_string());
+        });
+        assert!(e.contains(&format!("{}/usr/bin/tar is missing", pack.display())), "{e}");
+        let e = refused(&|p| {
+            p.load_tools = Some(LoadTools::Pack);
+            p.tar_dirs = vec!["/etc".into()];
+        });
+        assert!(e.contains("tar_dirs entry '/etc' is not a relative path under linux/"), "{e}");
     }
 
     #[test]
@@ -976,7 +1081,9 @@ mod tests {
         );
         assert_eq!(Row::from_name("io_load"), Some(Row::Load(LoadKind::Io)));
         assert_eq!(Row::from_name("io"), None);
-        assert_eq!(Row::Load(LoadKind::Io).load_unit(), "MiB written");
+        assert_eq!(Row::Load(LoadKind::Io).load_unit(false), "MiB written");
+        assert_eq!(Row::Load(LoadKind::List).load_unit(false), "entries listed");
+        assert_eq!(Row::Load(LoadKind::List).load_unit(true), "listings", "contest's unit for ls -lR");
     }
 
     #[test]
