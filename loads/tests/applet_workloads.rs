@@ -127,12 +127,12 @@ fn assert_no_children() {
 }
 
 #[test]
-fn sdet_levels_report_throughput_and_failures_name_the_command() {
+fn sdet_applets_levels_report_throughput_and_failures_name_the_command() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let d = tempfile::tempdir().unwrap();
     let p = params(serde_json::json!({"levels": [1, 3], "units": 12, "docs": 3, "doc_lines": 50}));
     let accounted = in_pid_namespace(|| {
-        let mut w = workloads::prepare("sdet", &p, &ctx(d.path())).unwrap();
+        let mut w = workloads::prepare("sdet_applets", &p, &ctx(d.path())).unwrap();
         serde_json::to_value(w.run_iteration().unwrap()).unwrap()
     });
     let it: loads::schema::Iteration = serde_json::from_value(accounted.value.clone()).unwrap();
@@ -165,10 +165,10 @@ fn sdet_levels_report_throughput_and_failures_name_the_command() {
         assert!(it.detail[&format!("minor_faults_{n}")].as_u64().unwrap() > 20 * n * per_script);
     }
     assert_no_children();
-    let mut w = workloads::prepare("sdet", &p, &ctx(d.path())).unwrap();
+    let mut w = workloads::prepare("sdet_applets", &p, &ctx(d.path())).unwrap();
     // A file a command needs disappears: the level fails, naming the
     // script's failing command, and nothing is left running.
-    std::fs::remove_file(d.path().join("sdet/skel/docs/numbers.txt")).unwrap();
+    std::fs::remove_file(d.path().join("sdet_applets/skel/docs/numbers.txt")).unwrap();
     let e = loads::error_chain::error_chain(&w.run_iteration().unwrap_err());
     assert!(e.contains("sort -n -r docs/numbers.txt") && e.contains("No such file"), "{e}");
     assert_no_children();
