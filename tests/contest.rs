@@ -173,7 +173,7 @@ fn long_tier_contest_pack_foreground_compiles_linux_in_each_row() {
     let contest = doc.workloads.iter().find(|w| w.name == "contest").expect("contest ran");
     assert_eq!(contest.error, None);
     assert_eq!((&contest.params["build"], &contest.params["target"]), (&"pack".into(), &"quick".into()));
-    assert_eq!(contest.params["version"], 5, "{:?}", contest.params);
+    assert_eq!(contest.params["version"], 6, "{:?}", contest.params);
     let it = &contest.iterations[0];
     assert!(it.errors.is_empty(), "{:?}", it.errors);
     assert_eq!(it.detail["fs"], "ext4", "the objects went to the scratch disk: {:?}", it.detail);
@@ -199,4 +199,49 @@ fn long_tier_contest_pack_foreground_compiles_linux_in_each_row() {
         boot.boot.wall_s,
         t0.elapsed().as_secs_f64()
     );
+}
+
+/// Reference 003's question asked again by `scripts/contest-iosched-study`:
+/// contest under two block schedulers with throttled disks, two boots
+/// each, the table printed with each row's Ratio and its 95% interval.
+/// Long tier: four boots of the pack build's no_load and io_load rows,
+/// about 10 minutes each under TCG. Prints the table and the time taken.
+#[test]
+#[ignore = "long tier: run scripts/test --long"]
+fn long_tier_contest_io_scheduler_study_prints_each_ratio_with_its_interval() {
+    let _k = require_x86_64_boot();
+    support::require(nix::unistd::geteuid().is_root(), "root (mmdebstrap --mode=root builds the pack)");
+    for program in ["mmdebstrap", "mke2fs", "mkswap", "jq"] {
+        require_program(program);
+    }
+    let _boot = boot_lock();
+    let dir = scratch();
+    let t0 = std::time::Instant::now();
+    let mut c = std::process::Command::new(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/contest-iosched-study"),
+    );
+    c.env("BOOTBENCH", bootbench_bin()).arg("--out").arg(dir.path());
+    c.args(["--schedulers", "mq-deadline,bfq", "--boots", "2", "--rows", "no_load,io_load", "--throttle", "20M,300"]);
+    let run = run_with_deadline(c, std::time::Duration::from_secs(4 * 3600));
+    run.assert_success();
+    let table = std::fs::read_to_string(dir.path().join("table.txt")).unwrap();
+    eprintln!("{table}\nthe study took {:.0} s", t0.elapsed().as_secs_f64());
+    for sched in ["mq-deadline", "bfq"] {
+        let file = dir.path().join(format!("{sched}.json"));
+        let results: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        assert_eq!(results["boots"].as_array().map(Vec::len), Some(2), "{sched}: two boots");
+    }
+    // Each kernel (one per scheduler, by its label) has both rows with two
+    // runs and an interval of its Ratio.
+    let io = table.split("io_load:\n").nth(1).expect("an io_load block").split("\n\n").next().unwrap();
+    for sched in ["mq-deadline", "bfq"] {
+        let line = io.lines().find(|l| l.starts_with(&format!("iosched-{sched}"))).unwrap_or_else(|| panic!("{io}"));
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cells.get(1), Some(&"2"), "two runs: {line}");
+        assert!(line.trim_end().ends_with(']') && line.contains(" ["), "the Ratio's interval: {line}");
+    }
+    assert!(io.lines().next().unwrap_or_default().ends_with("Ratio 95%"), "{io}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("table.json")).unwrap()).unwrap();
+    assert_eq!(json["ratio_base"], "own", "{json}");
 }

@@ -31,6 +31,12 @@ pub struct ContestReportArgs {
     /// (default: the first kernel).
     #[arg(long)]
     pub baseline: Option<String>,
+    /// Show each Ratio's 95% confidence interval in a last column (text):
+    /// Student's t over the per-iteration ratios with `--ratio-base own`,
+    /// Fieller's for the row's mean Time over the baseline's mean no_load
+    /// Time with `baseline`. JSON always carries them.
+    #[arg(long)]
+    pub intervals: bool,
     /// Output format: text, json or markdown.
     #[arg(long, default_value = "text")]
     pub format: Format,
@@ -46,7 +52,7 @@ pub struct ContestReportArgs {
 /// The report for `args`, rendered, and its warnings.
 pub fn render_report(args: &ContestReportArgs) -> anyhow::Result<(String, Vec<String>)> {
     let inputs = contest_kernels(&args.files, args.store.as_ref())?;
-    let settings = Settings { ratio_base: args.ratio_base, baseline: args.baseline.clone() };
+    let settings = Settings { ratio_base: args.ratio_base, baseline: args.baseline.clone(), intervals: args.intervals };
     let report = contest::build(&inputs, &settings)?;
     Ok((render::render(&report, args.format)?, report.warnings))
 }

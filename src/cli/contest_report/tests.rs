@@ -11,6 +11,7 @@ fn args(files: &[&std::path::Path]) -> ContestReportArgs {
         files: files.iter().map(|p| p.display().to_string()).collect(),
         ratio_base: RatioBase::Baseline,
         baseline: None,
+        intervals: false,
         format: Format::Text,
         output: None,
         store: None,

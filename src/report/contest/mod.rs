@@ -26,6 +26,7 @@ mod tests;
 use crate::compare::compat;
 use crate::compare::samples::canonical_json;
 use crate::results::BootRecord;
+use crate::stats::fieller::RatioInterval;
 use crate::stats::SampleSummary;
 use loads::schema::{Iteration, StorageInfo, WorkloadResult};
 use std::collections::{BTreeMap, BTreeSet};
@@ -265,15 +266,31 @@ fn row_values(k: &KernelBoots, row: &str, rows: &[String]) -> RowValues {
     v
 }
 
-fn entry(kernel: &str, v: &RowValues, ratio_base: RatioBase, base_no_load: Option<f64>) -> RowEntry {
+/// The 95% interval of a Ratio: Student's t over per-iteration ratios
+/// (`own`), or Fieller's for mean Time over the baseline's mean no_load
+/// Time (`baseline`); `None` with fewer than two values on either side.
+fn ratio_interval(v: &RowValues, ratio_base: RatioBase, base_no_load: &[f64]) -> Option<RatioInterval> {
+    match ratio_base {
+        RatioBase::Own => {
+            let s = SampleSummary::of(&v.own_ratio).filter(|s| s.n >= 2)?;
+            let half = crate::stats::t_critical(0.05, (s.n - 1) as f64) * s.var_of_mean().sqrt();
+            Some(RatioInterval::Bounded { lo: s.mean - half, hi: s.mean + half })
+        }
+        RatioBase::Baseline => crate::stats::fieller::fieller(base_no_load, &v.time).ok().map(|f| f.interval(0.05)),
+    }
+}
+
+fn entry(kernel: &str, v: &RowValues, ratio_base: RatioBase, base_no_load: &[f64]) -> RowEntry {
     let time = Column::of(&v.time);
+    let base_mean = Column::of(base_no_load).map(|c| c.mean);
     let ratio = match ratio_base {
         RatioBase::Own => Column::of(&v.own_ratio),
-        RatioBase::Baseline => match (time, base_no_load) {
+        RatioBase::Baseline => match (time, base_mean) {
             (Some(t), Some(b)) => Some(Column { mean: t.mean / b, sd: t.sd.map(|s| s / b), n: t.n }),
             _ => None,
         },
     };
+    let ratio_interval = ratio.and_then(|_| ratio_interval(v, ratio_base, base_no_load));
     let state = match (v.time.is_empty(), v.errors.is_empty()) {
         (false, _) => RowState::Measured,
         (true, false) => RowState::Failed,
@@ -289,6 +306,7 @@ fn entry(kernel: &str, v: &RowValues, ratio_base: RatioBase, base_no_load: Optio
         loads: Column::of(&v.loads),
         lcpu_percent: Column::of(&v.lcpu),
         ratio,
+        ratio_interval,
         errors: v.errors.clone(),
     }
 }
@@ -539,7 +557,8 @@ pub fn build(inputs: &[KernelInput], settings: &Settings) -> Result<ContestRepor
     let usable: Vec<&KernelBoots> = kernels.iter().filter(|k| !k.counted.is_empty()).collect();
     let base = kernels.get(base_index).ok_or(ContestReportError::NothingToTable)?;
     let rows = rows_present(&kernels);
-    let base_no_load = Column::of(&row_values(base, NO_LOAD, &rows).time).map(|c| c.mean);
+    let base_no_load_times = row_values(base, NO_LOAD, &rows).time;
+    let base_no_load = Column::of(&base_no_load_times).map(|c| c.mean);
     if settings.ratio_base == RatioBase::Baseline && base_no_load.is_none() {
         warnings.push(format!("the baseline {} has no good no_load run: no ratios against it", base.input.name));
     }
@@ -553,7 +572,7 @@ pub fn build(inputs: &[KernelInput], settings: &Settings) -> Result<ContestRepor
         let kernels_rows = usable
             .iter()
             .zip(&values)
-            .map(|(k, v)| entry(&k.input.name, v, settings.ratio_base, base_no_load))
+            .map(|(k, v)| entry(&k.input.name, v, settings.ratio_base, &base_no_load_times))
             .collect();
         tables.push(RowTable { row: row.clone(), load_units: units, kernels: kernels_rows });
     }
@@ -584,6 +603,7 @@ pub fn build(inputs: &[KernelInput], settings: &Settings) -> Result<ContestRepor
     let env_refs: Vec<(&str, &[BootRecord])> = env_groups.iter().map(|(n, b)| (*n, b.as_slice())).collect();
     warnings.extend(compat::environment_warnings(&env_refs));
     Ok(ContestReport {
+        intervals: settings.intervals,
         format: REPORT_FORMAT,
         version: REPORT_VERSION,
         ratio_base: settings.ratio_base,

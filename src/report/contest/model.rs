@@ -5,6 +5,7 @@
 //! come from `contest` itself and the formatting from `contest::render`.
 
 use crate::results::BootRecord;
+use crate::stats::fieller::RatioInterval;
 use loads::schema::StorageInfo;
 use serde::Serialize;
 
@@ -115,6 +116,8 @@ pub struct Settings {
     /// The baseline's name (display name or label); `None`: the first
     /// kernel with a usable boot.
     pub baseline: Option<String>,
+    /// The text shows each Ratio's 95% interval in a last column.
+    pub intervals: bool,
 }
 
 /// Mean and spread of one column over the runs that measured it.
@@ -173,6 +176,12 @@ pub struct RowEntry {
     /// spread over the baseline's no_load mean (the divisor is taken as
     /// fixed); in `own` mode it is the spread of the per-iteration ratios.
     pub ratio: Option<Column>,
+    /// The 95% confidence interval of the Ratio, when there are two runs
+    /// or more: in `own` mode Student's t over the per-iteration ratios; in
+    /// `baseline` mode Fieller's interval for this row's mean Time over the
+    /// baseline's mean no_load Time, both samples' spreads counted (the
+    /// baseline's own no_load Ratio included).
+    pub ratio_interval: Option<RatioInterval>,
     /// The failures, each with where it happened.
     pub errors: Vec<RowError>,
 }
@@ -253,4 +262,8 @@ pub struct ContestReport {
     /// What the reader must know: different parameters or machines,
     /// kernels left out, units that differ.
     pub warnings: Vec<String>,
+    /// Whether the text shows the Ratio intervals (the JSON always has
+    /// them).
+    #[serde(skip)]
+    pub intervals: bool,
 }

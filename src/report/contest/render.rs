@@ -5,6 +5,7 @@
 
 use super::{Column, ContestReport, RatioBase, RowEntry, RowState, RowTable};
 use crate::compare::text::params_words;
+use crate::stats::fieller::RatioInterval;
 use anyhow::bail;
 use std::fmt::Write;
 
@@ -17,6 +18,9 @@ pub enum RenderError {
 }
 
 const HEADER: [&str; 7] = ["Kernel", "[runs]", "Time", "CPU%", "Loads", "LCPU%", "Ratio"];
+
+/// The header of the Ratio intervals' column.
+const RATIO_INTERVAL: &str = "Ratio 95%";
 
 fn mean_or_dash(c: Option<Column>, digits: usize) -> String {
     c.filter(|c| c.mean.is_finite()).map_or_else(|| "-".into(), |c| format!("{:.*}", digits, c.mean))
@@ -108,9 +112,20 @@ fn kernel_line(k: &super::KernelSummary) -> String {
     )
 }
 
+/// A Ratio interval as the last column shows it: `[lo, hi]`, `unbounded`,
+/// or `-` with fewer than two runs.
+fn interval_cell(e: &RowEntry) -> String {
+    match e.ratio_interval {
+        Some(RatioInterval::Bounded { lo, hi }) => format!("[{lo:.2}, {hi:.2}]"),
+        Some(RatioInterval::Unbounded) => "unbounded".into(),
+        None => "-".into(),
+    }
+}
+
 /// One row's block: `R:`, the header, a line per kernel (aligned), then
-/// its footnotes, numbered from `*next_note`.
-fn text_block(out: &mut String, t: &RowTable, next_note: &mut usize) {
+/// its footnotes, numbered from `*next_note`; with `intervals`, a last
+/// column of each Ratio's 95% interval.
+fn text_block(out: &mut String, t: &RowTable, next_note: &mut usize, intervals: bool) {
     let mut lines: Vec<(Vec<String>, Option<String>)> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     for e in &t.kernels {
@@ -127,12 +142,17 @@ fn text_block(out: &mut String, t: &RowTable, next_note: &mut usize) {
             }),
             None => {
                 cells.extend(figures(e));
+                if intervals {
+                    cells.push(interval_cell(e));
+                }
                 marker
             }
         };
         lines.push((cells, tail));
     }
-    let mut widths: Vec<usize> = HEADER.iter().map(|h| h.chars().count()).collect();
+    let header: Vec<String> =
+        HEADER.iter().map(|h| h.to_string()).chain(intervals.then(|| RATIO_INTERVAL.to_string())).collect();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for (cells, _) in &lines {
         for (w, c) in widths.iter_mut().zip(cells) {
             *w = (*w).max(c.chars().count());
@@ -151,7 +171,6 @@ fn text_block(out: &mut String, t: &RowTable, next_note: &mut usize) {
         parts.join("  ").trim_end().to_string()
     };
     let _ = writeln!(out, "{}:", t.row);
-    let header: Vec<String> = HEADER.iter().map(|h| h.to_string()).collect();
     let _ = writeln!(out, "{}", render(&header, None));
     for (cells, tail) in &lines {
         let _ = writeln!(out, "{}", render(cells, tail.as_deref()));
@@ -166,7 +185,7 @@ pub fn text(r: &ContestReport) -> String {
     let mut out = String::new();
     let mut next_note = 1;
     for t in &r.rows {
-        text_block(&mut out, t, &mut next_note);
+        text_block(&mut out, t, &mut next_note, r.intervals);
         out.push('\n');
     }
     let _ = writeln!(out, "{LEGEND}");

@@ -11,7 +11,7 @@ fn kernel(name: &str, boots: Vec<BootRecord>) -> KernelInput {
 }
 
 fn settings(ratio_base: RatioBase) -> Settings {
-    Settings { ratio_base, baseline: None }
+    Settings { ratio_base, baseline: None, intervals: false }
 }
 
 /// Two kernels as in reference 001/003: `base` over two boots of one
@@ -98,11 +98,44 @@ fn contest_ratio_over_the_baseline_kernels_no_load() {
     assert!((base.sd.unwrap() - 2f64.sqrt() / 31.0).abs() < 1e-12);
 
     // Another baseline changes every ratio.
-    let s = Settings { ratio_base: RatioBase::Baseline, baseline: Some("cand".into()) };
+    let s = Settings { ratio_base: RatioBase::Baseline, baseline: Some("cand".into()), intervals: false };
     let r = build(&two_kernels(), &s).unwrap();
     assert_eq!(entry(&r, "no_load", "cand").ratio.unwrap().mean, 1.0);
     assert!((entry(&r, "no_load", "base").ratio.unwrap().mean - 31.0 / 30.38).abs() < 1e-12);
     assert!(r.kernels.iter().any(|k| k.name == "cand" && k.baseline));
+}
+
+#[test]
+fn each_ratio_has_its_95_percent_interval_and_the_text_shows_it_when_asked() {
+    use crate::stats::fieller::RatioInterval;
+    // own: Student's t over cand's two per-iteration ratios (1 degree of
+    // freedom: t = 12.706).
+    let r = build(&two_kernels(), &Settings { ratio_base: RatioBase::Own, baseline: None, intervals: true }).unwrap();
+    let (a, b): (f64, f64) = (41.0 / 30.0, 41.0 / 30.76);
+    let (mean, sd) = ((a + b) / 2.0, (a - b).abs() / 2f64.sqrt());
+    let half = 12.706_204_736 * sd / 2f64.sqrt();
+    match entry(&r, "process_load", "cand").ratio_interval {
+        Some(RatioInterval::Bounded { lo, hi }) => {
+            assert!((lo - (mean - half)).abs() < 1e-6 && (hi - (mean + half)).abs() < 1e-6, "{lo} {hi}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // One run: no interval.
+    let it = iteration(&[("no_load", 20.0, 100.0, 0.0, 0.0), ("io_load", 50.0, 40.0, 7.0, 10.0)], &[]);
+    let one = vec![kernel("k", vec![contest_boot(0, "k", "aaaaaa01", vec![it])])];
+    let one = build(&one, &Settings { ratio_base: RatioBase::Own, baseline: None, intervals: true }).unwrap();
+    assert_eq!(entry(&one, "io_load", "k").ratio_interval, None);
+    assert!(render::text(&one).lines().any(|l| l.starts_with("k ") && l.ends_with(" -")), "{}", render::text(&one));
+    let text = render::text(&r);
+    assert!(text.contains("Ratio 95%"), "{text}");
+    assert!(text.contains(&format!("[{:.2}, {:.2}]", mean - half, mean + half)), "{text}");
+    assert!(!render::text(&build(&two_kernels(), &settings(RatioBase::Own)).unwrap()).contains("Ratio 95%"));
+    // baseline: Fieller's for cand's mean Time over base's mean no_load
+    // Time, both spreads counted.
+    let r = build(&two_kernels(), &settings(RatioBase::Baseline)).unwrap();
+    let want = crate::stats::fieller::fieller(&[30.0, 32.0], &[41.0, 41.0]).unwrap().interval(0.05);
+    assert_eq!(entry(&r, "process_load", "cand").ratio_interval, Some(want));
+    assert!(matches!(want, RatioInterval::Bounded { lo, hi } if lo < 41.0 / 31.0 && hi > 41.0 / 31.0));
 }
 
 #[test]
@@ -258,7 +291,7 @@ fn contest_refuses_inputs_without_contest() {
 
 #[test]
 fn contest_baseline_by_name() {
-    let s = |n: &str| Settings { ratio_base: RatioBase::Baseline, baseline: Some(n.into()) };
+    let s = |n: &str| Settings { ratio_base: RatioBase::Baseline, baseline: Some(n.into()), intervals: false };
     let e = build(&two_kernels(), &s("nope")).unwrap_err();
     assert_eq!(e, ContestReportError::UnknownBaseline { name: "nope".into(), names: "base, cand".into() });
     // The release names both kernels of the fixture.
