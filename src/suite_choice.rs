@@ -67,7 +67,14 @@ pub fn check_pack_builds(suite: &Suite, guest: GuestMemory) -> anyhow::Result<Re
         let refused = if spec.name == KERNBENCH {
             let p: KernbenchParams = loads::workload::parse_params(KERNBENCH, &params)?;
             check_memory(p.target, &p.jobs, guest.smp, have, guest.tree_in_memory).err().map(|e| e.to_string())
-        } else if loads::workloads::contest::needs_pack(spec) {
+        } else if spec.name == loads::workloads::sdet::NAME {
+            use loads::workloads::sdet::{memory_needed_mib, SdetParams};
+            let p: SdetParams = loads::workload::parse_params(&spec.name, &params)?;
+            let need = memory_needed_mib(&p.levels);
+            (have < need).then(|| {
+                format!("sdet's largest level needs about {need} MiB of MemTotal, and the guest would have {have} MiB")
+            })
+        } else if spec.name == CONTEST_WORKLOAD && loads::workloads::builds_in_pack(spec) {
             let p: ContestParams = loads::workload::parse_params(CONTEST_WORKLOAD, &params)?;
             let jobs = p.jobs.unwrap_or(guest.smp.saturating_mul(4));
             // mem_bytes is the guest's MemTotal unless the suite gave one.
@@ -318,6 +325,31 @@ mod tests {
         .unwrap();
         assert_eq!(least(&rows, 2, false, no_swap), Some(for_total(960)), "without mem_load, the build alone");
         assert_eq!(least(&Suite::builtin_for("contest", "i386").unwrap(), 2, false, no_swap), Some(64));
+    }
+
+    #[test]
+    fn the_pack_s_loads_beside_a_synthetic_build_ask_for_no_build_memory() {
+        let g = GuestMemory { mem_mib: 512, swap_mib: 0, smp: 2, tree_in_memory: false };
+        let suite = |params: &str| {
+            let json = format!(r#"{{"name":"t","workloads":[{{"name":"contest","params":{params}}}]}}"#);
+            Suite::from_json("t", &json).unwrap()
+        };
+        let loads_only = suite(r#"{"rows":"no_load,list_load","load_tools":"pack"}"#);
+        assert_eq!(check_pack_builds(&loads_only, g).unwrap(), Ok(()), "no Linux build: no compilers' memory");
+        let build = suite(r#"{"rows":"no_load,list_load","build":"pack"}"#);
+        assert!(check_pack_builds(&build, g).unwrap().is_err(), "the pack build's four compilers need 960 MiB");
+        // SDET's largest level: 128 + 32 MiB a script.
+        let sdet = |levels: &str| {
+            let json = format!(r#"{{"name":"t","workloads":[{{"name":"sdet","params":{{"levels":{levels}}}}}]}}"#);
+            Suite::from_json("t", &json).unwrap()
+        };
+        let have = g.mem_total_mib();
+        assert_eq!(check_pack_builds(&sdet("[1,4]"), g).unwrap(), Ok(()));
+        let why = check_pack_builds(&sdet("[1,16]"), g).unwrap().unwrap_err();
+        assert_eq!(
+            why,
+            format!("sdet's largest level needs about 640 MiB of MemTotal, and the guest would have {have} MiB")
+        );
     }
 
     #[test]

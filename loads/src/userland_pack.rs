@@ -485,7 +485,10 @@ fn running() -> std::sync::MutexGuard<'static, Vec<Pid>> {
 /// otherwise compile on, keeping the pack's mount and loop device busy.
 /// The callers of [`run`] still reap their commands (and report them as
 /// killed), and every command started from now on is killed as soon as
-/// it has forked. Returns how many groups were signalled.
+/// it has forked. Commands that stay in their caller's process group
+/// (`own_group` false: contest's loads) are neither listed nor killed
+/// here: they end when their caller's group is killed. Returns how many
+/// groups were signalled.
 pub fn kill_running() -> usize {
     let groups = running();
     STOPPING.store(true, Ordering::SeqCst);

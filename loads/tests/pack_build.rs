@@ -509,10 +509,26 @@ fn a_command_stopped_by_its_caller_is_killed_at_once_and_can_share_the_callers_g
                 "callers_group": pgrp == nix::unistd::getpgrp().as_raw().to_string(),
             }));
         }
+        // Without a stop: the program's own time, from its exec to its
+        // reaping, within the whole time from the fork.
+        let cmd = PackCommand {
+            pack: root.clone(),
+            work: work_dir.clone(),
+            cwd: "/".into(),
+            argv: vec!["/bin/sleep".into(), "0.3".into()],
+            log: work_dir.join("log"),
+            extra_env: Vec::new(),
+            own_group: true,
+        };
+        let ran = userland_pack::run(&cmd).map_err(|e| e.to_string())?;
+        found.push(json!({ "from_exec_s": ran.from_exec_s, "elapsed_s": ran.elapsed_s }));
         Ok(json!(found))
     })
     .unwrap_or_else(|e| panic!("{e}"));
-    for (r, own) in out.as_array().unwrap().iter().zip([false, true]) {
+    let timed = &out[2];
+    let (from_exec, elapsed) = (timed["from_exec_s"].as_f64().unwrap(), timed["elapsed_s"].as_f64().unwrap());
+    assert!((0.3..1.5).contains(&from_exec) && from_exec < elapsed, "{timed}");
+    for (r, own) in out.as_array().unwrap().iter().take(2).zip([false, true]) {
         assert_eq!(r["stopped"], true, "{r}");
         assert!(r["seconds"].as_f64().unwrap() < 10.0, "a 60 s sleep was stopped at once: {r}");
         assert_eq!((&r["own_group"], &r["callers_group"]), (&json!(own), &json!(!own)), "{r}");

@@ -145,12 +145,12 @@ pub struct RunOptions {
     /// 256M. contest's mem_load then swaps to RAM instead of the disk.
     #[arg(long, default_value = "none")]
     pub zram: String,
-    /// The userland pack (Debian's gcc, make and a prepared Linux tree, a
-    /// read-only ext4 disk the guest finds by its serial): auto (attached
-    /// when the suite runs kernbench, or contest with build pack; built on
-    /// first use and cached), none (the built-in suites then build
-    /// synthetically, as on arches without a pack), or the path of a pack
-    /// image.
+    /// The userland pack (Debian's gcc, make, shell, coreutils and a
+    /// prepared Linux tree, a read-only ext4 disk the guest finds by its
+    /// serial): auto (attached when the suite runs kernbench, sdet, or
+    /// contest with build or load_tools pack; built on first use and
+    /// cached), none (the built-in suites then run synthetically, as on
+    /// arches without a pack), or the path of a pack image.
     #[arg(long, default_value = "auto")]
     pub pack: String,
     /// Block scheduler of the scratch disk: none, mq-deadline, kyber or bfq,

@@ -266,21 +266,38 @@ fn row_values(k: &KernelBoots, row: &str, rows: &[String]) -> RowValues {
     v
 }
 
+/// Where a row's Ratio comes from, for its interval.
+#[derive(Clone, Copy, PartialEq)]
+enum RatioSource {
+    /// Each iteration's own ratio (`--ratio-base own`, or the baseline
+    /// kernel's rows against its own no_load of the same iterations:
+    /// paired, not independent samples).
+    Paired,
+    /// Another kernel's rows over the baseline's no_load: independent.
+    Independent,
+    /// The baseline's no_load over itself: 1 by construction.
+    Itself,
+}
+
 /// The 95% interval of a Ratio: Student's t over per-iteration ratios
-/// (`own`), or Fieller's for mean Time over the baseline's mean no_load
-/// Time (`baseline`); `None` with fewer than two values on either side.
-fn ratio_interval(v: &RowValues, ratio_base: RatioBase, base_no_load: &[f64]) -> Option<RatioInterval> {
-    match ratio_base {
-        RatioBase::Own => {
+/// (paired), Fieller's for mean Time over the baseline's mean no_load
+/// Time (independent); `None` with fewer than two values on either side,
+/// and for the baseline's no_load, 1 by construction.
+fn ratio_interval(v: &RowValues, source: RatioSource, base_no_load: &[f64]) -> Option<RatioInterval> {
+    match source {
+        RatioSource::Paired => {
             let s = SampleSummary::of(&v.own_ratio).filter(|s| s.n >= 2)?;
             let half = crate::stats::t_critical(0.05, (s.n - 1) as f64) * s.var_of_mean().sqrt();
             Some(RatioInterval::Bounded { lo: s.mean - half, hi: s.mean + half })
         }
-        RatioBase::Baseline => crate::stats::fieller::fieller(base_no_load, &v.time).ok().map(|f| f.interval(0.05)),
+        RatioSource::Independent => {
+            crate::stats::fieller::fieller(base_no_load, &v.time).ok().map(|f| f.interval(0.05))
+        }
+        RatioSource::Itself => None,
     }
 }
 
-fn entry(kernel: &str, v: &RowValues, ratio_base: RatioBase, base_no_load: &[f64]) -> RowEntry {
+fn entry(kernel: &str, v: &RowValues, source: RatioSource, ratio_base: RatioBase, base_no_load: &[f64]) -> RowEntry {
     let time = Column::of(&v.time);
     let base_mean = Column::of(base_no_load).map(|c| c.mean);
     let ratio = match ratio_base {
@@ -290,7 +307,7 @@ fn entry(kernel: &str, v: &RowValues, ratio_base: RatioBase, base_no_load: &[f64
             _ => None,
         },
     };
-    let ratio_interval = ratio.and_then(|_| ratio_interval(v, ratio_base, base_no_load));
+    let ratio_interval = ratio.and_then(|_| ratio_interval(v, source, base_no_load));
     let state = match (v.time.is_empty(), v.errors.is_empty()) {
         (false, _) => RowState::Measured,
         (true, false) => RowState::Failed,
@@ -556,6 +573,14 @@ pub fn build(inputs: &[KernelInput], settings: &Settings) -> Result<ContestRepor
     }
     let usable: Vec<&KernelBoots> = kernels.iter().filter(|k| !k.counted.is_empty()).collect();
     let base = kernels.get(base_index).ok_or(ContestReportError::NothingToTable)?;
+    if settings.intervals && usable.iter().any(|k| k.iterations().count() > k.counted.len()) {
+        warnings.push(
+            "the Ratio intervals take every iteration as independent, but some boots ran several: iterations of \
+             one boot share that boot's noise, so the intervals may be too narrow (run one iteration a boot, more \
+             boots)"
+                .into(),
+        );
+    }
     let rows = rows_present(&kernels);
     let base_no_load_times = row_values(base, NO_LOAD, &rows).time;
     let base_no_load = Column::of(&base_no_load_times).map(|c| c.mean);
@@ -572,7 +597,15 @@ pub fn build(inputs: &[KernelInput], settings: &Settings) -> Result<ContestRepor
         let kernels_rows = usable
             .iter()
             .zip(&values)
-            .map(|(k, v)| entry(&k.input.name, v, settings.ratio_base, &base_no_load_times))
+            .map(|(k, v)| {
+                let source = match settings.ratio_base {
+                    RatioBase::Own => RatioSource::Paired,
+                    RatioBase::Baseline if !std::ptr::eq(*k, base) => RatioSource::Independent,
+                    RatioBase::Baseline if row == NO_LOAD => RatioSource::Itself,
+                    RatioBase::Baseline => RatioSource::Paired,
+                };
+                entry(&k.input.name, v, source, settings.ratio_base, &base_no_load_times)
+            })
             .collect();
         tables.push(RowTable { row: row.clone(), load_units: units, kernels: kernels_rows });
     }

@@ -177,10 +177,12 @@ pub struct RowEntry {
     /// fixed); in `own` mode it is the spread of the per-iteration ratios.
     pub ratio: Option<Column>,
     /// The 95% confidence interval of the Ratio, when there are two runs
-    /// or more: in `own` mode Student's t over the per-iteration ratios; in
-    /// `baseline` mode Fieller's interval for this row's mean Time over the
-    /// baseline's mean no_load Time, both samples' spreads counted (the
-    /// baseline's own no_load Ratio included).
+    /// or more: Student's t over the per-iteration ratios in `own` mode,
+    /// and for the baseline kernel's own rows in `baseline` mode (its rows
+    /// and its no_load come from the same iterations: paired); Fieller's
+    /// interval for the other kernels' mean Time over the baseline's mean
+    /// no_load Time, both samples' spreads counted. None for the baseline's
+    /// no_load in `baseline` mode (1 by construction).
     pub ratio_interval: Option<RatioInterval>,
     /// The failures, each with where it happened.
     pub errors: Vec<RowError>,

@@ -136,6 +136,21 @@ fn each_ratio_has_its_95_percent_interval_and_the_text_shows_it_when_asked() {
     let want = crate::stats::fieller::fieller(&[30.0, 32.0], &[41.0, 41.0]).unwrap().interval(0.05);
     assert_eq!(entry(&r, "process_load", "cand").ratio_interval, Some(want));
     assert!(matches!(want, RatioInterval::Bounded { lo, hi } if lo < 41.0 / 31.0 && hi > 41.0 / 31.0));
+    // The baseline's own rows pair with its own no_load: its no_load is 1
+    // by construction (no interval), its loads' intervals are over its
+    // per-iteration ratios.
+    assert_eq!(entry(&r, "no_load", "base").ratio_interval, None);
+    let (a, b): (f64, f64) = (38.0 / 30.0, 38.4 / 32.0);
+    let (mean, half) = ((a + b) / 2.0, 12.706_204_736 * (a - b).abs() / 2f64.sqrt() / 2f64.sqrt());
+    assert!(matches!(entry(&r, "process_load", "base").ratio_interval,
+        Some(RatioInterval::Bounded { lo, hi }) if (lo - (mean - half)).abs() < 1e-6 && (hi - (mean + half)).abs() < 1e-6));
+    // cand's boot ran two iterations: asking for intervals says they share
+    // that boot's noise.
+    let warned = |intervals| {
+        let r = build(&two_kernels(), &Settings { ratio_base: RatioBase::Own, baseline: None, intervals }).unwrap();
+        r.warnings.iter().any(|w| w.contains("iterations of one boot share that boot's noise"))
+    };
+    assert!(warned(true) && !warned(false));
 }
 
 #[test]

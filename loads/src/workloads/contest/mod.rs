@@ -169,7 +169,22 @@ impl ContestParams {
 /// prepared.
 pub fn needs_pack(spec: &WorkloadSpec) -> bool {
     let is = |key: &str| spec.params.get(key).and_then(|v| v.as_str()) == Some(Foreground::Pack.name());
-    spec.name == NAME && (is("build") || is("load_tools"))
+    spec.name == NAME && (is("build") || (is("load_tools") && has_tree_row(spec)))
+}
+
+/// The rows that run on the real tree with `load_tools: pack`.
+pub const TREE_ROWS: [LoadKind; 3] = [LoadKind::Ctar, LoadKind::Xtar, LoadKind::List];
+
+/// Whether the contest of `spec` has a row of [`TREE_ROWS`]: its `rows`
+/// (a list or comma-separated words) name one, or it gives none (all rows).
+fn has_tree_row(spec: &WorkloadSpec) -> bool {
+    let tree = |r: &str| TREE_ROWS.iter().any(|k| k.name() == r.trim());
+    match spec.params.get("rows") {
+        None => true,
+        Some(serde_json::Value::String(words)) => words.split(',').any(tree),
+        Some(serde_json::Value::Array(list)) => list.iter().filter_map(|v| v.as_str()).any(tree),
+        Some(_) => true,
+    }
 }
 
 /// Parameters of `contest`.
@@ -567,14 +582,15 @@ impl Contest {
         if pack_target.is_some() {
             pack_build::check_pack(&pack, NAME).map_err(failed)?;
         }
-        let real_tree_rows = [LoadKind::Ctar, LoadKind::Xtar, LoadKind::List];
+        // The loads' programs matter only to the rows on the tree: without
+        // one, `load_tools` is neither used nor recorded.
         let real_tree =
-            load_tools == LoadTools::Pack && rows.iter().any(|r| real_tree_rows.iter().any(|k| *r == Row::Load(*k)));
-        if load_tools == LoadTools::Pack {
+            load_tools == LoadTools::Pack && rows.iter().any(|r| TREE_ROWS.iter().any(|k| *r == Row::Load(*k)));
+        if real_tree {
             real_tree::check_dirs(&params.tar_dirs).map_err(failed)?;
             userland_pack::check(&pack, &real_tree::PACK_NEEDS, NAME).map_err(failed)?;
         }
-        let pack_id = (pack_target.is_some() || load_tools == LoadTools::Pack)
+        let pack_id = (pack_target.is_some() || real_tree)
             .then(|| userland_pack::pack_identity(&pack))
             .transpose()
             .map_err(failed)?;
@@ -635,7 +651,30 @@ impl Contest {
         let tar_source = root.join("tar-source");
         let tar_archive = root.join("tar-source.tar");
         let real_tree = if real_tree {
-            Some(real_tree::RealTree::prepare(&pack, &root, &params.tar_dirs, has(LoadKind::Xtar)).map_err(failed)?)
+            let t =
+                real_tree::RealTree::prepare(&pack, &root, &params.tar_dirs, has(LoadKind::Xtar)).map_err(failed)?;
+            // The room reserved for the tree was a guess for the default
+            // tar_dirs: now that it is made, one more copy of it (ctar's
+            // archive or xtar's extraction) and the rows' files must fit.
+            let other = need.saturating_sub(real_tree::ROOM_BYTES);
+            let want = t.bytes.saturating_add(other);
+            // u64::from: the counts are u32 on 32-bit guests.
+            #[allow(clippy::useless_conversion)]
+            let free = nix::sys::statvfs::statvfs(&root)
+                .map(|v| u64::from(v.blocks_available()).saturating_mul(v.fragment_size()))
+                .unwrap_or(u64::MAX);
+            if free < want {
+                return Err(bad(format!(
+                    "tar_dirs make a tree of {} MiB: the tar loads need one more copy of it beside it and the other \
+                     rows {} MiB, {} MiB in all, but {} has {} MiB free: give a larger scratch disk or fewer tar_dirs",
+                    t.bytes >> 20,
+                    other >> 20,
+                    want >> 20,
+                    root.display(),
+                    free >> 20
+                )));
+            }
+            Some(t)
         } else {
             None
         };
@@ -676,7 +715,8 @@ impl Contest {
         params.rows = rows.iter().map(|r| r.name().to_string()).collect();
         params.target = pack_target;
         params.pack = pack_id.as_ref().map(|_| pack.display().to_string());
-        params.load_tools = Some(load_tools);
+        let tree_rows = rows.iter().any(|r| TREE_ROWS.iter().any(|k| *r == Row::Load(*k)));
+        params.load_tools = tree_rows.then_some(load_tools);
         // As kernbench did: one untimed build first, so the first row does
         // not pay for cold binaries.
         match &foreground {
@@ -809,6 +849,13 @@ impl Workload for Contest {
         // Where the pack is mounted is not what was measured (it is in
         // each iteration's detail); what is in it is.
         p.remove("pack");
+        // Each tree's size parameter only where that tree is used: two
+        // runs that differ in an unused one still compare.
+        if self.env.real_tree.is_some() {
+            p.remove("tar_files");
+        } else {
+            p.remove("tar_dirs");
+        }
         if let Some(id) = &self.pack_id {
             p.insert(pack_build::PACK_ID_PARAM.into(), id.clone().into());
         }
@@ -1003,6 +1050,11 @@ mod tests {
         assert!(!crate::workloads::needs_pack(&spec(NAME, serde_json::json!({ "build": "synthetic" }))));
         assert!(!crate::workloads::needs_pack(&spec(NAME, serde_json::json!({}))));
         assert!(needs_pack(&spec(NAME, serde_json::json!({ "load_tools": "pack" }))), "the loads' tar and ls");
+        let tools = |rows: serde_json::Value| {
+            needs_pack(&spec(NAME, serde_json::json!({ "load_tools": "pack", "rows": rows })))
+        };
+        assert!(tools("no_load,list_load".into()) && tools(serde_json::json!(["ctar_load"])));
+        assert!(!tools("no_load,io_load".into()), "no row on the tree: the pack's loads are not run");
         assert!(!needs_pack(&spec(NAME, serde_json::json!({ "load_tools": "synthetic" }))));
         assert!(!needs_pack(&spec("kbuild", serde_json::json!({ "build": "pack" }))), "only contest's build");
         assert!(crate::workloads::needs_pack(&spec("kernbench", serde_json::json!({}))));
