@@ -275,7 +275,8 @@ enum RatioSource {
     Paired,
     /// Another kernel's rows over the baseline's no_load: independent.
     Independent,
-    /// The baseline's no_load over itself: 1 by construction.
+    /// A no_load over itself (any kernel's with `own`, the baseline's with
+    /// `baseline`): 1 by construction.
     Itself,
 }
 
@@ -599,6 +600,7 @@ pub fn build(inputs: &[KernelInput], settings: &Settings) -> Result<ContestRepor
             .zip(&values)
             .map(|(k, v)| {
                 let source = match settings.ratio_base {
+                    RatioBase::Own if row == NO_LOAD => RatioSource::Itself,
                     RatioBase::Own => RatioSource::Paired,
                     RatioBase::Baseline if !std::ptr::eq(*k, base) => RatioSource::Independent,
                     RatioBase::Baseline if row == NO_LOAD => RatioSource::Itself,

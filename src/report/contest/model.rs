@@ -181,8 +181,8 @@ pub struct RowEntry {
     /// and for the baseline kernel's own rows in `baseline` mode (its rows
     /// and its no_load come from the same iterations: paired); Fieller's
     /// interval for the other kernels' mean Time over the baseline's mean
-    /// no_load Time, both samples' spreads counted. None for the baseline's
-    /// no_load in `baseline` mode (1 by construction).
+    /// no_load Time, both samples' spreads counted. None for a no_load over
+    /// itself (1 by construction).
     pub ratio_interval: Option<RatioInterval>,
     /// The failures, each with where it happened.
     pub errors: Vec<RowError>,

@@ -130,6 +130,7 @@ fn each_ratio_has_its_95_percent_interval_and_the_text_shows_it_when_asked() {
     assert!(text.contains("Ratio 95%"), "{text}");
     assert!(text.contains(&format!("[{:.2}, {:.2}]", mean - half, mean + half)), "{text}");
     assert!(!render::text(&build(&two_kernels(), &settings(RatioBase::Own)).unwrap()).contains("Ratio 95%"));
+    assert_eq!(entry(&r, "no_load", "cand").ratio_interval, None, "a no_load over itself is 1, no interval");
     // baseline: Fieller's for cand's mean Time over base's mean no_load
     // Time, both spreads counted.
     let r = build(&two_kernels(), &settings(RatioBase::Baseline)).unwrap();
