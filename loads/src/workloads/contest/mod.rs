@@ -658,10 +658,10 @@ impl Contest {
             // archive or xtar's extraction) and the rows' files must fit.
             let other = need.saturating_sub(real_tree::ROOM_BYTES);
             let want = t.bytes.saturating_add(other);
-            // u64::from: the counts are u32 on 32-bit guests.
+            // u64::from: the count and the size are u32 on 32-bit guests.
             #[allow(clippy::useless_conversion)]
             let free = nix::sys::statvfs::statvfs(&root)
-                .map(|v| u64::from(v.blocks_available()).saturating_mul(v.fragment_size()))
+                .map(|v| u64::from(v.blocks_available()).saturating_mul(u64::from(v.fragment_size())))
                 .unwrap_or(u64::MAX);
             if free < want {
                 return Err(bad(format!(
