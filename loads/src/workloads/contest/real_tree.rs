@@ -9,7 +9,7 @@
 //! then `rm -rf` of what it made, list_load `ls -lR` of the whole pack
 //! (every top directory but the virtual ones; the scratch filesystem,
 //! tree included, is under its `/bootbench/work`): a distribution's root
-//! of about 100k entries, as contest's `ls -lRa /`. Owns the tree's
+//! of about 93k entries, plus the scratch disk's, as contest's `ls -lRa /`. Owns the tree's
 //! layout and the command lines; the loads' loops are `background_loads`'.
 
 use crate::userland_pack::{self, PackCommand, PackError, WORK_MOUNT};
