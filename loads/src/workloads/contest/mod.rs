@@ -584,8 +584,8 @@ impl Contest {
         }
         // The loads' programs matter only to the rows on the tree: without
         // one, `load_tools` is neither used nor recorded.
-        let real_tree =
-            load_tools == LoadTools::Pack && rows.iter().any(|r| TREE_ROWS.iter().any(|k| *r == Row::Load(*k)));
+        let tree_rows = rows.iter().any(|r| TREE_ROWS.iter().any(|k| *r == Row::Load(*k)));
+        let real_tree = load_tools == LoadTools::Pack && tree_rows;
         if real_tree {
             real_tree::check_dirs(&params.tar_dirs).map_err(failed)?;
             userland_pack::check(&pack, &real_tree::PACK_NEEDS, NAME).map_err(failed)?;
@@ -715,7 +715,6 @@ impl Contest {
         params.rows = rows.iter().map(|r| r.name().to_string()).collect();
         params.target = pack_target;
         params.pack = pack_id.as_ref().map(|_| pack.display().to_string());
-        let tree_rows = rows.iter().any(|r| TREE_ROWS.iter().any(|k| *r == Row::Load(*k)));
         params.load_tools = tree_rows.then_some(load_tools);
         // As kernbench did: one untimed build first, so the first row does
         // not pay for cold binaries.
