@@ -195,13 +195,8 @@ fn a_quick_kernbench_and_sdet_run_the_packs_programs_and_record_the_pack() {
                   bootbench.contest.rows=ctar_load,list_load bootbench.contest.load_tools=pack \
                   bootbench.contest.tar_dirs=linux/kernel,linux/mm bootbench.contest.files=24";
     c.args(["--append", append, "-o"]).arg(&out);
-    let run = run_with_deadline(c, BOOT_DEADLINE);
-    run.assert_success();
-    let boot = only_boot(&out, &run);
-    assert_eq!(boot.boot.classification, "ok", "{:?}\n{}", boot.boot.detail, boot.console_log);
-    let doc = boot.result.as_ref().expect("an ok boot must carry the guest document");
-    assert!(doc.errors.is_empty(), "{:?}", doc.errors);
-    assert_eq!(doc.status, Status::Complete);
+    let boot = boot_completely(c, &out);
+    let doc = boot.result.as_ref().expect("an ok boot carries the guest document");
     // 1088 MiB: the least whose estimated MemTotal (less 74 MiB) holds 960.
     assert_eq!(boot.machine.mem_mib, 1088, "--mem auto");
     let mem_total = doc.provenance.machine.mem_bytes >> 20;
@@ -305,4 +300,123 @@ fn a_quick_kernbench_and_sdet_run_the_packs_programs_and_record_the_pack() {
         ));
     }
     eprintln!("contest under TCG, the pack's loads on {entries} entries ({} MiB): {}", bytes >> 20, figures.join("; "));
+}
+
+/// Runs `bootbench run` (`c`, writing `out`) and returns its one boot,
+/// which must be ok with a complete guest document and no errors.
+fn boot_completely(c: std::process::Command, out: &Path) -> bootbench::results::BootRecord {
+    let run = run_with_deadline(c, BOOT_DEADLINE);
+    run.assert_success();
+    let boot = only_boot(out, &run);
+    assert_eq!(boot.boot.classification, "ok", "{:?}\n{}", boot.boot.detail, boot.console_log);
+    let doc = boot.result.as_ref().expect("an ok boot must carry the guest document");
+    assert!(doc.errors.is_empty(), "{:?}", doc.errors);
+    assert_eq!(doc.status, Status::Complete);
+    boot
+}
+
+/// The ELF machine (`e_machine`) and byte order of `path` in the ext4
+/// image `image`, read with debugfs without mounting it.
+fn elf_machine_in_image(image: &Path, path: &str) -> (u16, bool) {
+    let out = std::process::Command::new("debugfs")
+        .args(["-R", &format!("cat {path}")])
+        .arg(image)
+        .output()
+        .expect("debugfs runs");
+    let head = &out.stdout;
+    assert!(head.len() > 20 && head.starts_with(b"\x7fELF"), "{path} in {} is no ELF file", image.display());
+    let little = head[5] == 1;
+    let machine =
+        if little { u16::from_le_bytes([head[18], head[19]]) } else { u16::from_be_bytes([head[18], head[19]]) };
+    (machine, little)
+}
+
+/// A guest arch's quick real build, and what its pack must be.
+struct ForeignBuild {
+    arch: qemu::Arch,
+    /// `uname -m` in the guest.
+    uname: &'static [&'static str],
+    /// The pack's kernel configuration target.
+    config: &'static str,
+    /// The binutils package of the arch's own triplet.
+    binutils: &'static str,
+    /// fixdep's ELF machine: the tree's host programs are the guest's.
+    elf_machine: u16,
+}
+
+/// Boots `want.arch` under TCG with its own pack (built on first use, its
+/// tree prepared by its own gcc) and times one quick build at the optimal
+/// job count after one warmup; checks the pack is the arch's and the build
+/// ran its programs, and prints the user:system split beside the elapsed
+/// time.
+fn quick_real_build_on(want: &ForeignBuild) {
+    let arch = want.arch;
+    require_program(arch.profile().qemu_binary.to_str().unwrap_or_default());
+    let debian = bootbench::kernel::DebianArch::for_target(arch).expect("a Debian arch");
+    default_kernel(debian);
+    require_local_pack();
+    require_program("debugfs");
+    let _boot = boot_lock();
+    let dir = scratch();
+    let out = dir.path().join("results.json");
+    let mut c = bootbench(["run", "--arch", arch.name(), "--accel", "tcg", "--workloads", "kernbench"]);
+    c.args(["--iterations", "1", "--warmup", "1", "--append", "bootbench.kernbench.jobs=optimal", "-o"]).arg(&out);
+    let boot = boot_completely(c, &out);
+    let doc = boot.result.as_ref().expect("an ok boot carries the guest document");
+    assert!(want.uname.contains(&doc.provenance.machine.arch.as_str()), "{:?}", doc.provenance.machine.arch);
+
+    // The arch's own pack: its packages, its defconfig, its host programs.
+    let pack = boot.pack.as_ref().expect("the envelope records the pack");
+    assert_eq!(pack.image_sha256, sha256_file(&pack.image));
+    assert_eq!(pack.linux_config.as_deref(), Some(want.config));
+    assert!(pack.packages.iter().any(|p| p.starts_with(&format!("{}=", want.binutils))), "{:?}", pack.packages);
+    let (machine, _) = elf_machine_in_image(&pack.image, "/usr/src/linux-obj/scripts/basic/fixdep");
+    assert_eq!(machine, want.elf_machine, "{arch}: the tree's host programs must be the guest's, not the host's");
+
+    let w = doc.workloads.iter().find(|w| w.name == "kernbench").expect("a kernbench result");
+    assert!(w.error.is_none(), "{:?}", w.error);
+    assert_eq!(w.params["pack_id"], serde_json::json!(pack.key), "{:?}", w.params);
+    let it = &w.iterations[0];
+    assert!(it.errors.is_empty(), "{:?}", it.errors);
+    assert_eq!(it.detail["objects_optimal"], 4, "{:?}", it.detail);
+    let v = |k: &str| it.metrics.get(k).unwrap_or_else(|| panic!("no {k}: {:?}", it.metrics.keys())).value;
+    let (elapsed, user, system) = (v("elapsed_optimal"), v("user_optimal"), v("system_optimal"));
+    assert!(user > 1.0 && user > system, "user {user} s, system {system} s");
+    eprintln!(
+        "kernbench quick on {arch} under TCG, {}: elapsed {elapsed:.1} s, user {user:.1} s, system {system:.1} s \
+         (user:system {:.0}:{:.0}), {:.0}% CPU; boot wall {:.0} s",
+        it.detail["jobs_optimal"],
+        100.0 * user / (user + system),
+        100.0 * system / (user + system),
+        v("cpu_percent_optimal"),
+        boot.boot.wall_s
+    );
+}
+
+#[test]
+#[ignore = "boots real kernels under QEMU: run scripts/test"]
+fn a_quick_real_build_on_i386_runs_the_i386_packs_own_compiler() {
+    quick_real_build_on(&ForeignBuild {
+        arch: qemu::Arch::I386,
+        uname: &["i686", "i586", "i386"],
+        config: "i386_defconfig",
+        binutils: "binutils-i686-linux-gnu",
+        elf_machine: 3,
+    });
+}
+
+#[test]
+#[ignore = "long tier: run scripts/test --long"]
+fn long_tier_a_quick_real_build_on_ppc64le_runs_the_ppc64el_packs_own_compiler() {
+    require(
+        Path::new("/proc/sys/fs/binfmt_misc/qemu-ppc64le").exists(),
+        "qemu-user registered for ppc64el programs (scripts/setup registers it): the pack is built under it",
+    );
+    quick_real_build_on(&ForeignBuild {
+        arch: qemu::Arch::Ppc64le,
+        uname: &["ppc64le"],
+        config: "ppc64le_defconfig",
+        binutils: "binutils-powerpc64le-linux-gnu",
+        elf_machine: 21,
+    });
 }

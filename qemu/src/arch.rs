@@ -143,6 +143,15 @@ pub struct ArchProfile {
     pub cmdline_capacity: usize,
     /// Guest memory when the caller names none, in MiB.
     pub default_mem_mib: u64,
+    /// The granularity the machine requires of guest memory, in MiB:
+    /// pseries refuses a size that is not a whole number of its 256 MiB
+    /// memory blocks; 1 where any size of whole MiB is accepted.
+    pub mem_step_mib: u64,
+    /// The most guest memory the arch's kernel can use, in MiB, when that
+    /// is less than any host has: Debian's 686 kernel (HIGHMEM4G, no PAE)
+    /// cannot reach what the `pc` machine puts above 4 GiB once RAM passes
+    /// 3.5 GiB. `--mem auto` never grows past it.
+    pub max_usable_mem_mib: Option<u64>,
 }
 
 impl ArchProfile {
@@ -169,6 +178,8 @@ impl ArchProfile {
                 pvpanic: Some("pvpanic"),
                 cmdline_capacity: COMMAND_LINE_SIZE,
                 default_mem_mib: 512,
+                mem_step_mib: 1,
+                max_usable_mem_mib: None,
             },
             Arch::I386 => ArchProfile {
                 arch,
@@ -182,6 +193,8 @@ impl ArchProfile {
                 pvpanic: Some("pvpanic"),
                 cmdline_capacity: COMMAND_LINE_SIZE,
                 default_mem_mib: 512,
+                mem_step_mib: 1,
+                max_usable_mem_mib: Some(3584),
             },
             Arch::Ppc64 | Arch::Ppc64le => ArchProfile {
                 arch,
@@ -199,6 +212,8 @@ impl ArchProfile {
                 pvpanic: None,
                 cmdline_capacity: COMMAND_LINE_SIZE,
                 default_mem_mib: 1024,
+                mem_step_mib: 256,
+                max_usable_mem_mib: None,
             },
         }
     }

@@ -154,6 +154,7 @@ fn guest_memory(
     choice: MemChoice,
     guests: &[loads::suite::Suite],
     smp: u32,
+    profile: &qemu::ArchProfile,
     storage_at: impl Fn(u64) -> anyhow::Result<crate::boot::scratch_disk::StoragePlan>,
 ) -> anyhow::Result<u64> {
     use crate::suite_choice::{check_pack_builds, least_mem_that_fits, GuestMemory};
@@ -177,28 +178,39 @@ fn guest_memory(
         }
         Ok(Ok(()))
     };
-    let available = crate::suite_choice::mem_available_bytes().map_or(u64::MAX, |b| b >> 20);
+    let host_available = crate::suite_choice::mem_available_bytes().map_or(u64::MAX, |b| b >> 20);
+    let available = host_available.min(profile.max_usable_mem_mib.unwrap_or(u64::MAX));
+    let step = profile.mem_step_mib.max(1);
     let start = match choice {
+        MemChoice::Mib(m) if m % step != 0 => bail!(
+            "--mem {m} MiB: {}'s {} machine takes guest memory in multiples of {step} MiB (try --mem {}M)",
+            profile.arch,
+            profile.machine,
+            m.div_ceil(step) * step
+        ),
         MemChoice::Mib(m) => m,
-        MemChoice::Auto => BASE_MEM_MIB,
+        MemChoice::Auto => BASE_MEM_MIB.div_ceil(step) * step,
     };
     // Storage options that are bad at the size asked for (or the base
     // size) are the user's error, never a reason to grow --mem.
     storage_at(start)?;
     let Err(why) = check(start)? else { return Ok(start) };
-    let fits = least_mem_that_fits(start, available.max(start), |m| Ok(check(m)?.is_ok()))?;
+    let fits = least_mem_that_fits(start, available.max(start), step, |m| Ok(check(m)?.is_ok()))?;
+    let limit = if available < host_available {
+        format!("{}'s kernel can use ({available} MiB)", profile.arch)
+    } else {
+        format!("this host's available memory ({available} MiB)")
+    };
     match (choice, fits) {
         (MemChoice::Auto, Some(m)) => {
             eprintln!("run: --mem auto: {m} MiB, what the suite's builds in the pack need");
             Ok(m)
         }
-        (MemChoice::Auto, None) => bail!(
-            "--mem auto: no size up to this host's available memory ({available} MiB) holds the suite's builds in the pack: {why}"
-        ),
+        (MemChoice::Auto, None) => {
+            bail!("--mem auto: no size up to what {limit} holds the suite's builds in the pack: {why}")
+        }
         (MemChoice::Mib(m), Some(n)) => bail!("--mem {m} MiB is too small: {why}; it needs --mem {n}M or more"),
-        (MemChoice::Mib(m), None) => bail!(
-            "--mem {m} MiB is too small: {why}; no size up to this host's available memory ({available} MiB) is enough"
-        ),
+        (MemChoice::Mib(m), None) => bail!("--mem {m} MiB is too small: {why}; no size up to what {limit} is enough"),
     }
 }
 
@@ -248,7 +260,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
             mem_mib,
         )?)
     };
-    let mem_mib = guest_memory(mem_choice, &guests, args.smp(), decide_storage)?;
+    let mem_mib = guest_memory(mem_choice, &guests, args.smp(), &arch.profile(), decide_storage)?;
     let storage =
         decide_storage(mem_mib)?.with_throttle(args.disk_throttle.as_deref(), icount_option(choice.accel, clock))?;
     // The pack goes to every boot when any guest's suite needs it.
@@ -717,7 +729,9 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert!(names(&got[0]).contains(&"kernbench".to_string()), "x86_64's standard: {:?}", names(&got[0]));
         let got = guest_suites(&a, &quick, &[], "i386", true).unwrap();
-        assert!(names(&got[0]).contains(&"kbuild".to_string()), "i386's standard: {:?}", names(&got[0]));
+        assert!(names(&got[0]).contains(&"kernbench".to_string()), "i386's standard: {:?}", names(&got[0]));
+        let got = guest_suites(&a, &quick, &[], "ppc64", true).unwrap();
+        assert!(names(&got[0]).contains(&"kbuild".to_string()), "ppc64's standard (no pack): {:?}", names(&got[0]));
         let got = guest_suites(&a, &quick, &[], "x86_64", false).unwrap();
         assert!(names(&got[0]).contains(&"kbuild".to_string()), "--pack none: {:?}", names(&got[0]));
         // One suite per variant, each with its own words.
@@ -824,5 +838,36 @@ mod tests {
         assert!(!icount_needs_alive_key(Accel::Tcg, &c), "real-clock boots keep the 60 s default");
         c.extend_raw("bootbench.alive=30").unwrap();
         assert!(!icount_needs_alive_key(Accel::Icount { shift: 3 }, &c), "the user's value wins");
+    }
+
+    #[test]
+    fn auto_memory_is_a_size_the_machine_takes_and_a_size_it_refuses_is_named() {
+        use loads::suite::Suite;
+        let kernbench = Suite::from_json(
+            "t",
+            r#"{"name":"t","workloads":[{"name":"kernbench","params":{"target":"quick","jobs":["optimal"]}}]}"#,
+        )
+        .unwrap();
+        let plan =
+            |_| Ok(crate::boot::scratch_disk::StoragePlan { scratch_bytes: Some(1 << 30), ..Default::default() });
+        let mem =
+            |choice, arch: qemu::Arch| guest_memory(choice, std::slice::from_ref(&kernbench), 2, &arch.profile(), plan);
+        // x86's machines take any size: the least in steps of 64 MiB.
+        assert_eq!(mem(MemChoice::Auto, qemu::Arch::X86_64).unwrap(), 1088);
+        // pseries takes whole 256 MiB blocks only (QEMU refuses 1088 MiB).
+        assert_eq!(mem(MemChoice::Auto, qemu::Arch::Ppc64le).unwrap(), 1280);
+        let e = mem(MemChoice::Mib(1088), qemu::Arch::Ppc64le).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "--mem 1088 MiB: ppc64le's pseries machine takes guest memory in multiples of 256 MiB (try --mem 1280M)"
+        );
+        assert_eq!(mem(MemChoice::Mib(1536), qemu::Arch::Ppc64le).unwrap(), 1536);
+        assert_eq!(mem(MemChoice::Mib(1088), qemu::Arch::I386).unwrap(), 1088);
+        // 128 SDET scripts need more than a 32-bit guest's kernel can use:
+        // refused before the boot, naming the limit.
+        let sdet =
+            Suite::from_json("t", r#"{"name":"t","workloads":[{"name":"sdet","params":{"levels":[1,128]}}]}"#).unwrap();
+        let e = guest_memory(MemChoice::Auto, &[sdet], 2, &qemu::Arch::I386.profile(), plan).unwrap_err().to_string();
+        assert!(e.starts_with("--mem auto: no size up to what i386's kernel can use (3584 MiB) holds"), "{e}");
     }
 }

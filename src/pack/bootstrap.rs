@@ -24,9 +24,22 @@ pub const PATH_EXCLUDES: &[&str] = &[
     "path-exclude=/usr/share/lintian/*",
 ];
 
+/// The program mmdebstrap asks whether this host runs a foreign
+/// architecture's programs (natively, or under qemu-user through binfmt_misc).
+pub const ARCH_TEST: &str = "arch-test";
+
 /// The root could not be installed.
 #[derive(Debug, thiserror::Error)]
 pub enum BootstrapError {
+    /// This host cannot run the architecture's programs, which the install
+    /// (maintainer scripts) and the tree's preparation (its gcc) need.
+    #[error("this host cannot run {arch} programs ({ARCH_TEST} {arch}: {said}): the pack's install and its Linux tree's preparation run them; scripts/setup installs qemu-user-static and registers it with binfmt_misc")]
+    CannotRun {
+        /// The Debian architecture.
+        arch: String,
+        /// What arch-test said, or why it could not run.
+        said: String,
+    },
     /// mmdebstrap could not be started.
     #[error("cannot run {MMDEBSTRAP} (install it: scripts/setup)")]
     Spawn(#[source] std::io::Error),
@@ -101,9 +114,26 @@ impl BootstrapSpec {
         argv
     }
 
-    /// Runs mmdebstrap; on failure, the packages or pinned versions its
+    /// Checks that this host runs the architecture's programs (arch-test),
+    /// before anything is downloaded.
+    pub fn check_runs_programs(&self) -> Result<(), BootstrapError> {
+        let cannot = |said: String| BootstrapError::CannotRun { arch: self.arch.clone(), said };
+        let out = Command::new(ARCH_TEST)
+            .arg(&self.arch)
+            .env("LC_ALL", "C")
+            .output()
+            .map_err(|e| cannot(format!("cannot run it: {e}")))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        Err(cannot(text.trim().lines().last().unwrap_or("no output").to_string()))
+    }
+
+    /// Runs mmdebstrap (after [`Self::check_runs_programs`]); on failure, the packages or pinned versions its
     /// output says are missing, else the tail of its output.
     pub fn run(&self) -> Result<(), BootstrapError> {
+        self.check_runs_programs()?;
         let output = Command::new(MMDEBSTRAP)
             .args(self.argv())
             .env("SOURCE_DATE_EPOCH", self.source_date_epoch.to_string())
@@ -223,5 +253,22 @@ mod tests {
         let err = spec(&["make=1", "gcc"]).failure("exit status: 1", "a\nb\nE: network down\n").to_string();
         assert!(err.contains("with 1 pinned versions (any of them may be gone"), "{err}");
         assert!(err.ends_with("its output ends:\na\nb\nE: network down"), "{err}");
+    }
+
+    #[test]
+    fn an_architecture_this_host_cannot_run_is_refused_before_the_install_naming_the_fix() {
+        let with_arch = |arch: &str| BootstrapSpec { arch: arch.into(), ..spec(&[]) };
+        let installed = Command::new(ARCH_TEST).arg("--help").output().is_ok();
+        if !installed {
+            // Without arch-test the check itself says so.
+            let e = with_arch("amd64").check_runs_programs().unwrap_err().to_string();
+            assert!(e.contains("arch-test amd64: cannot run it"), "{e}");
+            return;
+        }
+        with_arch("amd64").check_runs_programs().unwrap();
+        // No host here registers s390x: mmdebstrap would fail halfway.
+        let e = with_arch("s390x").check_runs_programs().unwrap_err().to_string();
+        assert!(e.starts_with("this host cannot run s390x programs (arch-test s390x: "), "{e}");
+        assert!(e.contains("not supported") && e.contains("binfmt_misc"), "{e}");
     }
 }

@@ -21,7 +21,8 @@ use super::targets::{target, PackTarget, BUILDER_VERSION};
 /// The options of `bootbench pack lock` and `bootbench pack build`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct PackOptions {
-    /// Guest arch of the pack (only x86_64 has one).
+    /// Guest arch of the pack: x86_64, i386 or ppc64le (big-endian ppc64 has
+    /// no Debian port, so no pack).
     #[arg(long, default_value = "x86_64")]
     pub arch: String,
     /// The lockfile (default for `build`: the arch's packs/ARCH.lock as
@@ -52,7 +53,7 @@ impl PackOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     /// No pack for the arch.
-    #[error("there is no userland pack for arch {arch} (packs exist for: x86_64)")]
+    #[error("there is no userland pack for arch {arch} (packs exist for: {})", super::targets::arches_text())]
     NoTarget {
         /// The arch asked for.
         arch: String,
@@ -263,6 +264,7 @@ pub fn build(options: &PackOptions) -> Result<BuiltPack, BuildError> {
         source: target.linux,
         jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
         source_date_epoch: lockfile.source_date_epoch,
+        linux32: target.linux32,
     };
     log(format_args!(
         "preparing the Linux tree of {}: unpack, make {} with {} jobs",

@@ -60,7 +60,7 @@ pub enum ChoiceError {
         workloads: Vec<String>,
     },
     /// The suite needs a pack and the arch has none.
-    #[error("the suite runs {} (it runs the userland pack's programs), but there is no pack for arch {arch} (packs exist for: x86_64); run kbuild instead of kernbench, sdet_applets instead of sdet, and contest with build \"synthetic\"", .workloads.join(", "))]
+    #[error("the suite runs {} (it runs the userland pack's programs), but there is no pack for arch {arch} (packs exist for: {}); run kbuild instead of kernbench, sdet_applets instead of sdet, and contest with build \"synthetic\"", .workloads.join(", "), super::targets::arches_text())]
     NoPackForArch {
         /// The workloads that need it.
         workloads: Vec<String>,
@@ -219,8 +219,8 @@ mod tests {
         assert_eq!(workloads_needing_pack(&pack), ["contest"]);
         let e = resolve(&PackChoice::None, &pack, "x86_64").unwrap_err().to_string();
         assert!(e.contains("--pack none") && e.contains("contest"), "{e}");
-        let e = resolve(&PackChoice::Auto, &pack, "i386").unwrap_err().to_string();
-        assert!(e.contains("arch i386") && e.contains("contest"), "{e}");
+        let e = resolve(&PackChoice::Auto, &pack, "ppc64").unwrap_err().to_string();
+        assert!(e.contains("arch ppc64 (packs exist for: x86_64, i386, ppc64le)") && e.contains("contest"), "{e}");
     }
 
     #[test]

@@ -44,6 +44,15 @@ pub const PREPARE_TARGETS: &[&str] = &["prepare"];
 /// The name the kernel's build gives the builder and its host.
 pub const BUILD_NAME: &str = "bootbench";
 
+/// The kernel's `PER_LINUX32` execution domain (`uname -m` says i686).
+const PER_LINUX32: i32 = 0x0008;
+
+/// Puts the calling process (and what it execs) in the 32-bit execution
+/// domain, as `linux32` does.
+fn set_linux32() -> nix::Result<()> {
+    nix::sys::personality::set(nix::sys::personality::Persona::from_bits_retain(PER_LINUX32)).map(drop)
+}
+
 /// How many trailing lines of a step's output an error keeps.
 const TAIL_LINES: usize = 30;
 
@@ -136,6 +145,9 @@ pub struct Recipe {
     pub jobs: usize,
     /// The build's `SOURCE_DATE_EPOCH` (the lockfile's).
     pub source_date_epoch: u64,
+    /// Run every step with the 32-bit personality (`PER_LINUX32`, as
+    /// `linux32` does), for a 32-bit pack on a 64-bit host.
+    pub linux32: bool,
 }
 
 impl Recipe {
@@ -234,7 +246,7 @@ pub fn prepare(root: &Path, log_dir: &Path, recipe: &Recipe) -> Result<Prepared,
     let mut timings = Vec::new();
     for (step, argv) in recipe.steps() {
         let started = Instant::now();
-        run_in_chroot(root, log_dir, step, &argv, &env)?;
+        run_in_chroot(root, log_dir, step, &argv, &env, recipe.linux32)?;
         timings.push((step, started.elapsed()));
         let (made, what) = match step {
             Step::Unpack => (tree.join("Makefile"), format!("{TREE}/Makefile")),
@@ -272,6 +284,7 @@ fn run_in_chroot(
     step: Step,
     argv: &[String],
     env: &[(String, String)],
+    linux32: bool,
 ) -> Result<(), LinuxTreeError> {
     let command_text = argv.join(" ");
     let spawn_err =
@@ -304,7 +317,7 @@ fn run_in_chroot(
     // SAFETY: between fork and exec the closure makes system calls only, on
     // strings allocated before the fork.
     unsafe {
-        command.pre_exec(move || enter_root(&root_c, &proc_c, &dev_c).map_err(std::io::Error::from));
+        command.pre_exec(move || enter_root(&root_c, &proc_c, &dev_c, linux32).map_err(std::io::Error::from));
     }
     let status = command.status().map_err(spawn_err)?;
     if status.success() {
@@ -330,8 +343,11 @@ fn run_in_chroot(
 
 /// In the child: a private mount namespace, /proc and /dev mounted in the
 /// root, the root entered, a fixed umask (the tree's modes must not
-/// depend on the caller's).
-fn enter_root(root: &std::ffi::CStr, proc: &std::ffi::CStr, dev: &std::ffi::CStr) -> nix::Result<()> {
+/// depend on the caller's), and the 32-bit personality when asked for.
+fn enter_root(root: &std::ffi::CStr, proc: &std::ffi::CStr, dev: &std::ffi::CStr, linux32: bool) -> nix::Result<()> {
+    if linux32 {
+        set_linux32()?;
+    }
     let none: Option<&std::ffi::CStr> = None;
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)?;
     nix::mount::mount(none, c"/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)?;
@@ -363,6 +379,7 @@ mod tests {
             },
             jobs: 2,
             source_date_epoch: 1_796_190_798,
+            linux32: false,
         }
     }
 
@@ -399,7 +416,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let argv = vec!["/bin/sh".to_string(), "-c".into(), "exit 3".into()];
         // Not root (or no /proc in the root): the chroot itself fails, named by step.
-        let err = run_in_chroot(dir.path(), dir.path(), Step::Prepare, &argv, &[]).unwrap_err().to_string();
+        let err = run_in_chroot(dir.path(), dir.path(), Step::Prepare, &argv, &[], false).unwrap_err().to_string();
         assert!(err.contains("prepare step (`/bin/sh -c exit 3`)"), "{err}");
         let text: String = (1..=40).map(|i| format!("line {i}\n")).collect();
         assert_eq!(tail(&text, 3), "line 38\nline 39\nline 40");
@@ -410,5 +427,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let err = prepare(dir.path(), dir.path(), &recipe()).unwrap_err().to_string();
         assert_eq!(err, "the pack's root has no /usr/src/linux-source-6.1.tar.xz (is linux-source-6.1 installed?)");
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_32_bit_personality_makes_uname_say_i686() {
+        let machine = |linux32: bool| {
+            let mut c = Command::new("uname");
+            c.arg("-m");
+            // SAFETY: personality(2) only, between fork and exec.
+            unsafe {
+                c.pre_exec(move || if linux32 { set_linux32().map_err(std::io::Error::from) } else { Ok(()) });
+            }
+            String::from_utf8(c.output().unwrap().stdout).unwrap().trim().to_string()
+        };
+        assert_eq!(machine(false), "x86_64");
+        assert_eq!(machine(true), "i686");
     }
 }

@@ -54,6 +54,10 @@ pub struct PackTarget {
     pub lockfile_text: &'static str,
     /// The Linux source carried prepared.
     pub linux: LinuxSource,
+    /// Whether the preparation runs with the 32-bit personality, so that
+    /// `uname -m` in the chroot says what the guest's says (i686, not the
+    /// host's x86_64), for kbuild and every script that asks.
+    pub linux32: bool,
 }
 
 /// What a kernel build needs: the compiler (the unversioned `gcc` and `cpp`
@@ -90,20 +94,55 @@ pub const BUILD_PACKAGES: &[&str] = &[
     "linux-source-6.1",
 ];
 
-/// The packs bootbench knows how to build.
-pub const TARGETS: &[PackTarget] = &[PackTarget {
-    arch: "x86_64",
-    debian_arch: "amd64",
-    suite: "bookworm",
-    packages: BUILD_PACKAGES,
-    lockfile: "packs/x86_64.lock",
-    lockfile_text: include_str!("../../packs/x86_64.lock"),
-    linux: LinuxSource {
-        package: "linux-source-6.1",
-        tarball: "/usr/src/linux-source-6.1.tar.xz",
-        config: "x86_64_defconfig",
+/// The Linux source every pack carries: Debian's, configured with the
+/// arch's own defconfig.
+const fn linux_source(config: &'static str) -> LinuxSource {
+    LinuxSource { package: "linux-source-6.1", tarball: "/usr/src/linux-source-6.1.tar.xz", config }
+}
+
+/// The packs bootbench knows how to build: one per guest arch that Debian
+/// ships (big-endian ppc64 has no Debian port, so it keeps the synthetic
+/// build). Each is installed from its own architecture's archive and its
+/// tree prepared by its own compiler: i386's natively (x86_64 runs i386
+/// programs), ppc64el's under qemu-user, which `scripts/setup` registers
+/// with binfmt_misc (`bootstrap` checks the host runs them first).
+pub const TARGETS: &[PackTarget] = &[
+    PackTarget {
+        arch: "x86_64",
+        debian_arch: "amd64",
+        suite: "bookworm",
+        packages: BUILD_PACKAGES,
+        lockfile: "packs/x86_64.lock",
+        lockfile_text: include_str!("../../packs/x86_64.lock"),
+        linux: linux_source("x86_64_defconfig"),
+        linux32: false,
     },
-}];
+    PackTarget {
+        arch: "i386",
+        debian_arch: "i386",
+        suite: "bookworm",
+        packages: BUILD_PACKAGES,
+        lockfile: "packs/i386.lock",
+        lockfile_text: include_str!("../../packs/i386.lock"),
+        linux: linux_source("i386_defconfig"),
+        linux32: true,
+    },
+    PackTarget {
+        arch: "ppc64le",
+        debian_arch: "ppc64el",
+        suite: "bookworm",
+        packages: BUILD_PACKAGES,
+        lockfile: "packs/ppc64le.lock",
+        lockfile_text: include_str!("../../packs/ppc64le.lock"),
+        linux: linux_source("ppc64le_defconfig"),
+        linux32: false,
+    },
+];
+
+/// The guest arches that have a pack, comma-separated (for errors).
+pub fn arches_text() -> String {
+    TARGETS.iter().map(|t| t.arch).collect::<Vec<_>>().join(", ")
+}
 
 /// The target of guest arch `arch`, if there is a pack for it.
 pub fn target(arch: &str) -> Option<&'static PackTarget> {
@@ -120,5 +159,15 @@ mod tests {
             assert!(t.packages.contains(&t.linux.package), "{} does not ask for {}", t.arch, t.linux.package);
             assert!(t.linux.tarball.starts_with(&format!("/usr/src/{}", t.linux.package)), "{}", t.linux.tarball);
         }
+    }
+
+    #[test]
+    fn the_guest_builds_for_real_exactly_on_the_arches_with_a_pack() {
+        let with_pack: Vec<&str> = TARGETS.iter().map(|t| t.arch).collect();
+        assert_eq!(with_pack, loads::suite::REAL_BUILD_ARCHES, "the guest's suites and the host's packs must agree");
+        // Only the 32-bit pack runs its preparation as i686.
+        let linux32: Vec<&str> = TARGETS.iter().filter(|t| t.linux32).map(|t| t.arch).collect();
+        assert_eq!(linux32, ["i386"]);
+        assert_eq!(arches_text(), "x86_64, i386, ppc64le");
     }
 }

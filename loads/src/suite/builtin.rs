@@ -44,7 +44,12 @@ impl Suite {
 /// The arches whose built-in `standard` and `full` suites build Linux for
 /// real (`kernbench`, from the userland pack) instead of the synthetic
 /// `kbuild`: those with a pack.
-pub const REAL_BUILD_ARCHES: &[&str] = &["x86_64"];
+pub const REAL_BUILD_ARCHES: &[&str] = &["x86_64", "i386", "ppc64le"];
+
+/// The most SDET scripts at once in a 32-bit guest's built-in suites:
+/// Debian's 686 kernel (HIGHMEM4G) uses at most about 3.5 GiB of a PC's
+/// RAM, and 128 scripts need 4.2 GiB of MemTotal.
+pub const MAX_LEVEL_32BIT: u32 = 64;
 
 impl Suite {
     /// The built-in suite `name` for guests of `arch`. On an arch of
@@ -70,11 +75,17 @@ impl Suite {
             spec.params.insert("build".into(), "pack".into());
         }
         // SDET's real scripts, every kind of command twice in full, once in
-        // standard.
+        // standard. A 32-bit guest stops at 64 scripts: 128 need about
+        // 4.2 GiB of MemTotal (each may be compiling), more than its kernel
+        // can use (see `MAX_LEVEL_32BIT`).
         for spec in suite.workloads.iter_mut().filter(|w| w.name == "sdet_applets") {
             let units = if name == "full" { 28 } else { 14 };
             spec.name = "sdet".into();
             spec.params.insert("units".into(), units.into());
+            if arch == "i386" {
+                let levels: Vec<u32> = [1, 4, 16, 64, 128].into_iter().filter(|l| *l <= MAX_LEVEL_32BIT).collect();
+                spec.params.insert("levels".into(), levels.into());
+            }
         }
         for spec in suite.workloads.iter_mut().filter(|w| w.name == "kbuild") {
             let mut params = serde_json::Map::new();
