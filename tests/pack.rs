@@ -138,3 +138,35 @@ fn long_tier_a_pack_builds_reproducibly_caches_and_refuses_a_gone_pin() {
     let chain = format!("{:#}", anyhow::Error::from(err));
     assert!(chain.contains("has no make version 0.0-gone"), "{chain}");
 }
+
+#[test]
+#[ignore = "long tier: run scripts/test --long"]
+fn long_tier_the_i386_pack_builds_reproducibly_with_its_own_host_programs() {
+    support::require(nix::unistd::geteuid().is_root(), "root (mmdebstrap --mode=root)");
+    for program in ["mmdebstrap", "mke2fs", "debugfs", "arch-test"] {
+        support::require_program(program);
+    }
+    let i386 = |cache: &Path| PackOptions { arch: "i386".into(), lockfile: None, cache: Some(cache.to_path_buf()) };
+    let (first_cache, second_cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let first = pack::build(&i386(first_cache.path())).expect("first cold i386 build");
+    let second = pack::build(&i386(second_cache.path())).expect("second cold i386 build");
+    let (a, b) = (&first.entry.manifest, &second.entry.manifest);
+    eprintln!(
+        "i386 pack: {} packages, {} bytes; cold builds {:.1} s and {:.1} s",
+        a.packages.len(),
+        a.image_bytes,
+        first.elapsed.as_secs_f64(),
+        second.elapsed.as_secs_f64()
+    );
+    assert_eq!((a.arch.as_str(), a.image_sha256.as_str()), ("i386", b.image_sha256.as_str()), "same bytes twice");
+    let source = a.source.as_ref().expect("the manifest describes the Linux tree");
+    assert_eq!(source.make_targets, ["i386_defconfig", "prepare"]);
+    // The tree's host programs are i386 programs (ELF machine 3), built by
+    // the pack's own gcc, so the i386 guest can run them.
+    let out = Command::new("debugfs")
+        .args(["-R", "cat /usr/src/linux-obj/scripts/basic/fixdep"])
+        .arg(first.entry.image())
+        .output()
+        .expect("run debugfs");
+    assert_eq!(out.stdout.get(..20).map(|h| (h[4], h[18])), Some((1, 3)), "fixdep: 32-bit ELF for EM_386");
+}
