@@ -8,6 +8,9 @@
 //! guest's RAM: with 128 MiB in a 512 MiB guest a CI run measured a ratio of
 //! 0.97; with a RAM-sized file in a 256 MiB guest four boots measured
 //! 1.29-1.55, while cacherun (no load) ranged 0.77-1.04.
+//!
+//! And, on this host through `bootbench local`, tar_dirs that make a tree
+//! too large for the loads' copy of it are refused naming the sizes.
 
 mod support;
 
@@ -244,4 +247,55 @@ fn long_tier_contest_io_scheduler_study_prints_each_ratio_with_its_interval() {
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("table.json")).unwrap()).unwrap();
     assert_eq!(json["ratio_base"], "own", "{json}");
+}
+
+/// A tmpfs of `mib` MiB mounted on a fresh directory, unmounted when dropped.
+struct SmallTmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl SmallTmpfs {
+    fn mount(mib: u64) -> SmallTmpfs {
+        let dir = scratch();
+        let data = format!("size={mib}m");
+        nix::mount::mount(Some("tmpfs"), dir.path(), Some("tmpfs"), nix::mount::MsFlags::empty(), Some(data.as_str()))
+            .expect("mount a tmpfs");
+        SmallTmpfs { dir }
+    }
+}
+
+impl Drop for SmallTmpfs {
+    fn drop(&mut self) {
+        let _ = nix::mount::umount2(self.dir.path(), nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+#[test]
+#[ignore = "needs root and the userland pack (built on first use, networked): run scripts/test"]
+fn contest_refuses_tar_dirs_whose_tree_leaves_no_room_for_the_loads_copy_naming_the_sizes() {
+    require_local_pack();
+    // linux/drivers is about 940 MiB: it is copied into a 1400 MiB tmpfs
+    // (the room reserved beforehand, 1 GiB, fits), and then ctar_load's
+    // archive of it cannot fit beside it.
+    let small = SmallTmpfs::mount(1400);
+    let json = format!(
+        r#"{{"name":"t","iterations":1,"warmup":0,"workloads":[{{"name":"contest","params":{{
+            "dir":"{}","rows":"no_load,ctar_load","load_tools":"pack","tar_dirs":["linux/drivers"],
+            "mem_bytes":67108864,"files":8}}}}]}}"#,
+        small.dir.path().display()
+    );
+    let suite = loads::suite::Suite::from_json("test", &json).unwrap();
+    let pack = bootbench::pack::choice::resolve(&bootbench::pack::choice::PackChoice::Auto, &suite, "x86_64")
+        .unwrap()
+        .expect("contest's tree rows need the pack");
+    let doc = bootbench::local::run_suite(&suite, None, Some(&pack)).unwrap().document;
+    let w = doc.workloads.iter().find(|w| w.name == "contest").expect("a contest result");
+    let error = w.error.clone().or_else(|| w.iterations.first().and_then(|it| it.errors.first().cloned()));
+    let error = error.unwrap_or_else(|| panic!("a tree with no room for its copy must be refused: {w:?}"));
+    assert!(error.contains("tar_dirs make a tree of "), "{error}");
+    assert!(
+        error.contains(&format!("but {}/", small.dir.path().display()))
+            && error.contains("MiB free: give a larger scratch disk or fewer tar_dirs"),
+        "{error}"
+    );
 }
