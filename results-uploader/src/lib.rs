@@ -5,8 +5,9 @@
 //! Protocol: `PUT {base}/runs/{run_id}` with `Authorization: Bearer TOKEN`,
 //! the run id repeated in `X-Bootbench-Run-Id`, a JSON body. 201 = stored,
 //! 200 with `{"already_stored": true}` = stored before (a retry is
-//! harmless), 4xx = refused for good, 5xx/408/429 and network errors =
-//! retried with exponential backoff and jitter, a bounded number of times.
+//! harmless), 408/425/429, 500/502/503/504, 507 (the receiver's store is
+//! full) and network errors = retried with exponential backoff and jitter,
+//! a bounded number of times; any other status = refused for good.
 //!
 //! This crate owns the client side only; it never panics on what the
 //! network sends and never returns an error: [`upload`] returns an

@@ -223,9 +223,10 @@ fn classify(e: &reqwest::Error) -> (&'static str, bool) {
 }
 
 /// Statuses worth retrying: the receiver is overloaded, restarting, or a
-/// proxy in front of it is.
+/// proxy in front of it is; or its store is full (507), which an operator
+/// can fix while the upload waits.
 fn transient_status(status: u16) -> bool {
-    matches!(status, 408 | 425 | 429 | 500 | 502 | 503 | 504)
+    matches!(status, 408 | 425 | 429 | 500 | 502 | 503 | 504 | 507)
 }
 
 /// The receiver's message from an error response: `{"error": "..."}` as

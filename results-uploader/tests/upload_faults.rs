@@ -183,6 +183,27 @@ fn other_refusals_and_redirects_are_final() {
 }
 
 #[test]
+fn a_full_store_is_retried_later_and_the_run_stored_once_there_is_room() {
+    let (url, seen) = start(vec![
+        Act::Reply(507, r#"{"error":"the results store is full; retry later"}"#),
+        Act::Reply(507, r#"{"error":"the results store is full; retry later"}"#),
+        Act::Reply(201, r#"{"stored":true}"#),
+    ]);
+    let o = upload(&req(&url), &fast());
+    assert_eq!(o.verdict, Verdict::Stored, "{o:?}");
+    assert_eq!(UploadReport::from(&o).history, ["507", "507", "201"], "{o:?}");
+    assert_eq!(seen.lock().unwrap().len(), 3);
+    // A store that stays full: the upload gives up (retryable), not refused.
+    let (url, _) = start(vec![Act::Reply(507, r#"{"error":"full"}"#); 3]);
+    let mut s = fast();
+    s.policy.max_attempts = 2;
+    let o = upload(&req(&url), &s);
+    assert_eq!(o.verdict, Verdict::GaveUp, "{o:?}");
+    assert_eq!(o.status, Some(507));
+    assert!(o.error.as_deref().unwrap_or("").contains("full"), "{o:?}");
+}
+
+#[test]
 fn already_stored_is_success() {
     let (url, _) = start(vec![Act::Reply(200, r#"{"already_stored":true}"#)]);
     let o = upload(&req(&url), &fast());
