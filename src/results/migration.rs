@@ -83,19 +83,19 @@ pub enum MigrationError {
         source: std::io::Error,
     },
     /// The results file is not JSON or not a results envelope.
-    #[error("{path} is not a bootbench results file")]
+    #[error("{origin} is not a bootbench results file")]
     NotResults {
-        /// The file.
-        path: PathBuf,
+        /// Where it came from: the file, or the stored run.
+        origin: String,
         /// Parser error.
         #[source]
         source: serde_json::Error,
     },
     /// Wrong format marker or a newer envelope.
-    #[error("{path}: unsupported results format '{format}' version {version} (this bootbench reads '{FORMAT}' up to version {ENVELOPE_VERSION})")]
+    #[error("{origin}: unsupported results format '{format}' version {version} (this bootbench reads '{FORMAT}' up to version {ENVELOPE_VERSION})")]
     Envelope {
-        /// The file.
-        path: PathBuf,
+        /// Where it came from: the file, or the stored run.
+        origin: String,
         /// Its format field.
         format: String,
         /// Its version.
@@ -148,26 +148,31 @@ pub fn migrate_document(doc: Value, context: &str) -> Result<RunDocument, Migrat
 /// Reads a results file, migrating every boot's guest document.
 pub fn read_results(path: &Path) -> Result<ResultsFile, MigrationError> {
     let text = std::fs::read_to_string(path).map_err(|source| MigrationError::Read { path: path.into(), source })?;
-    let mut value: Value =
-        serde_json::from_str(&text).map_err(|source| MigrationError::NotResults { path: path.into(), source })?;
+    let origin = path.display().to_string();
+    let value: Value =
+        serde_json::from_str(&text).map_err(|source| MigrationError::NotResults { origin: origin.clone(), source })?;
+    migrate_results(value, &origin)
+}
+
+/// Reads a results file's JSON, migrating every boot's guest document:
+/// what [`read_results`] does after reading the file, and what the results
+/// store does with an envelope it receives or reads back. `origin` names
+/// where the JSON came from in errors.
+pub fn migrate_results(mut value: Value, origin: &str) -> Result<ResultsFile, MigrationError> {
     let format = value.get("format").and_then(Value::as_str).unwrap_or_default().to_string();
     let version = value.get("version").and_then(Value::as_u64).unwrap_or(0);
     if format != FORMAT || version == 0 || version > u64::from(ENVELOPE_VERSION) {
-        return Err(MigrationError::Envelope { path: path.into(), format, version });
+        return Err(MigrationError::Envelope { origin: origin.to_string(), format, version });
     }
     let mut docs = Vec::new();
     if let Some(boots) = value.get_mut("boots").and_then(Value::as_array_mut) {
         for (i, boot) in boots.iter_mut().enumerate() {
             let doc = boot.get_mut("result").map(Value::take).unwrap_or(Value::Null);
-            docs.push(if doc.is_null() {
-                None
-            } else {
-                Some(migrate_document(doc, &format!("{} boot #{i}", path.display()))?)
-            });
+            docs.push(if doc.is_null() { None } else { Some(migrate_document(doc, &format!("{origin} boot #{i}"))?) });
         }
     }
-    let mut file: ResultsFile =
-        serde_json::from_value(value).map_err(|source| MigrationError::NotResults { path: path.into(), source })?;
+    let mut file: ResultsFile = serde_json::from_value(value)
+        .map_err(|source| MigrationError::NotResults { origin: origin.to_string(), source })?;
     for (boot, doc) in file.boots.iter_mut().zip(docs) {
         boot.result = doc;
     }

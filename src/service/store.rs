@@ -11,6 +11,7 @@
 //! it; keeping both means a guest upload and a later host upload of the
 //! same run are not a conflict.
 
+use crate::results::migration::{migrate_document, migrate_results, MigrationError};
 use crate::results::{BootRecord, ResultsFile, ENVELOPE_VERSION, FORMAT};
 use loads::schema::{RunDocument, SCHEMA_VERSION};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -81,8 +82,8 @@ pub enum StoreError {
         /// The run id.
         run_id: String,
     },
-    /// A stored body no longer parses (written by another program?).
-    #[error("run '{run_id}' ({kind}) in {path} does not parse as a result")]
+    /// A stored body is not JSON (written by another program?).
+    #[error("run '{run_id}' ({kind}) in {path} is not JSON")]
     Corrupt {
         /// The file.
         path: PathBuf,
@@ -94,6 +95,10 @@ pub enum StoreError {
         #[source]
         source: serde_json::Error,
     },
+    /// A stored body does not read through the results schema migration
+    /// (its error names the store and the run).
+    #[error(transparent)]
+    Migration(MigrationError),
 }
 
 /// Why a body cannot be stored. The messages go back to the uploader.
@@ -104,14 +109,14 @@ pub enum ValidationError {
     NotJson(#[source] serde_json::Error),
     /// JSON, but neither a result document nor a results file.
     #[error("the body is not a bootbench result document nor a results file")]
-    Shape(#[source] serde_json::Error),
+    Shape(#[source] MigrationError),
     /// A results file of another format or a newer envelope.
     #[error("unsupported results format '{format}' version {version} (this receiver takes '{FORMAT}' up to version {ENVELOPE_VERSION})")]
     Envelope {
         /// Its format field.
         format: String,
         /// Its version.
-        version: u32,
+        version: u64,
     },
     /// A results file that is not exactly one boot with a document.
     #[error("a results file upload must hold exactly one boot with a guest document (this one has {boots} boot(s), {with_document} with a document)")]
@@ -121,12 +126,10 @@ pub enum ValidationError {
         /// Boots with a document.
         with_document: usize,
     },
-    /// A document of a schema this receiver cannot read.
-    #[error("result schema_version {found} is not supported (this receiver reads 1 to {SCHEMA_VERSION})")]
-    SchemaVersion {
-        /// The document's version.
-        found: u32,
-    },
+    /// A document of a schema version the results migration cannot read
+    /// (newer than this build, or older than its oldest step).
+    #[error("the result's schema_version is not one this receiver reads (up to {SCHEMA_VERSION})")]
+    SchemaVersion(#[source] MigrationError),
     /// The run id is not a valid one.
     #[error(transparent)]
     RunId(#[from] results_uploader::UrlError),
@@ -283,26 +286,28 @@ fn canonical(v: serde_json::Value) -> serde_json::Value {
     }
 }
 
-fn check_document(doc: &RunDocument) -> Result<(), ValidationError> {
-    if doc.schema_version == 0 || doc.schema_version > SCHEMA_VERSION {
-        return Err(ValidationError::SchemaVersion { found: doc.schema_version });
+/// A migration error as the uploader should read it.
+fn refusal(e: MigrationError) -> ValidationError {
+    match e {
+        MigrationError::Envelope { format, version, .. } => ValidationError::Envelope { format, version },
+        MigrationError::Newer { .. } | MigrationError::TooOld { .. } | MigrationError::Step { .. } => {
+            ValidationError::SchemaVersion(e)
+        }
+        other => ValidationError::Shape(other),
     }
-    results_uploader::check_run_id(&doc.run_id)?;
-    Ok(())
 }
 
 /// Checks `body` as an upload for run `url_id`: a result document, or a
-/// results file with exactly one boot that has a document; schema and
-/// envelope versions this bootbench reads; the run id the URL names.
+/// results file with exactly one boot that has a document; read through
+/// the results schema migration as a results file is; the run id the URL
+/// names.
 pub fn validate(body: Vec<u8>, url_id: &str) -> Result<ValidatedRun, ValidationError> {
     results_uploader::check_run_id(url_id)?;
     let value: serde_json::Value = serde_json::from_slice(&body).map_err(ValidationError::NotJson)?;
+    let origin = format!("the upload of run '{url_id}'");
     let is_envelope = value.get("format").is_some();
     let (kind, doc, label) = if is_envelope {
-        let file: ResultsFile = serde_json::from_value(value.clone()).map_err(ValidationError::Shape)?;
-        if file.format != FORMAT || file.version > ENVELOPE_VERSION {
-            return Err(ValidationError::Envelope { format: file.format, version: file.version });
-        }
+        let file = migrate_results(value.clone(), &origin).map_err(refusal)?;
         let with_document = file.boots.iter().filter(|b| b.result.is_some()).count();
         let boot = match (file.boots.len(), file.boots.into_iter().next()) {
             (1, Some(b)) if b.result.is_some() => b,
@@ -312,10 +317,9 @@ pub fn validate(body: Vec<u8>, url_id: &str) -> Result<ValidatedRun, ValidationE
         let doc = boot.result.ok_or(ValidationError::EnvelopeBoots { boots: 1, with_document: 0 })?;
         (RunKind::Envelope, doc, label)
     } else {
-        let doc: RunDocument = serde_json::from_value(value.clone()).map_err(ValidationError::Shape)?;
-        (RunKind::Document, doc, None)
+        (RunKind::Document, migrate_document(value.clone(), &origin).map_err(refusal)?, None)
     };
-    check_document(&doc)?;
+    results_uploader::check_run_id(&doc.run_id)?;
     if doc.run_id != url_id {
         return Err(ValidationError::IdMismatch { url_id: url_id.to_string(), doc_id: doc.run_id });
     }
@@ -496,20 +500,24 @@ impl Store {
         Ok(None)
     }
 
-    /// Reads run `run_id`: the envelope if stored, else the document.
+    /// Reads run `run_id`: the envelope if stored, else the document; read
+    /// through the results schema migration as a results file is.
     pub fn load(&self, run_id: &str) -> Result<StoredRun, StoreError> {
         let (kind, body) = self
             .body(run_id, None)?
             .ok_or_else(|| StoreError::NotFound { path: self.path.clone(), run_id: run_id.to_string() })?;
-        let corrupt = |source| StoreError::Corrupt {
+        let value: serde_json::Value = serde_json::from_slice(&body).map_err(|source| StoreError::Corrupt {
             path: self.path.clone(),
             run_id: run_id.to_string(),
             kind: kind.name(),
             source,
-        };
+        })?;
+        let origin = format!("run '{run_id}' ({}) in the results store {}", kind.name(), self.path.display());
         Ok(match kind {
-            RunKind::Envelope => StoredRun::Envelope(serde_json::from_slice(&body).map_err(corrupt)?),
-            RunKind::Document => StoredRun::Document(Box::new(serde_json::from_slice(&body).map_err(corrupt)?)),
+            RunKind::Envelope => StoredRun::Envelope(migrate_results(value, &origin).map_err(StoreError::Migration)?),
+            RunKind::Document => {
+                StoredRun::Document(Box::new(migrate_document(value, &origin).map_err(StoreError::Migration)?))
+            }
         })
     }
 }
@@ -641,5 +649,41 @@ mod tests {
         Connection::open(&db).unwrap().pragma_update(None, "user_version", STORE_VERSION + 1).unwrap();
         let e = Store::open(&db).unwrap_err().to_string();
         assert!(e.contains("layout version"), "{e}");
+    }
+
+    #[test]
+    fn bodies_go_through_the_results_migration_both_ways() {
+        // In: a document the migration cannot read is refused with its reason.
+        let mut old = doc("r1");
+        old.schema_version = 0;
+        let e = validate(serde_json::to_vec(&old).unwrap(), "r1").unwrap_err();
+        assert!(matches!(&e, ValidationError::SchemaVersion(MigrationError::TooOld { .. })), "{e:?}");
+        let mut env = envelope("r1");
+        env.boots[0].result.as_mut().unwrap().schema_version = SCHEMA_VERSION + 1;
+        let e = validate(serde_json::to_vec(&env).unwrap(), "r1").unwrap_err();
+        assert!(matches!(&e, ValidationError::SchemaVersion(MigrationError::Newer { .. })), "{e:?}");
+
+        // Out: a stored body (an older bootbench's) is read as files are.
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("s.db");
+        let mut store = Store::open(&db).unwrap();
+        store.conn.execute(
+            "INSERT INTO runs (run_id, kind, sha256, body, bytes, received_at, schema_version, status, kernel_release, arch, suite)
+             VALUES ('r0', 'document', 'x', ?1, 1, 'now', 0, 'complete', 'k', 'x86_64', 'quick')",
+            [serde_json::to_vec(&old).unwrap()],
+        ).unwrap();
+        let e = store.load("r0").unwrap_err();
+        assert!(matches!(&e, StoreError::Migration(MigrationError::TooOld { .. })), "{e:?}");
+        assert!(e.to_string().contains("'r0'") && e.to_string().contains("s.db"), "{e}");
+
+        // An envelope reads back exactly as the same bytes read as a file.
+        let body = serde_json::to_vec_pretty(&envelope("r1")).unwrap();
+        store.put(&validate(body.clone(), "r1").unwrap(), None).unwrap();
+        let file = dir.path().join("r1.json");
+        std::fs::write(&file, &body).unwrap();
+        match store.load("r1").unwrap() {
+            StoredRun::Envelope(f) => assert_eq!(f, crate::results::migration::read_results(&file).unwrap()),
+            other => panic!("{other:?}"),
+        }
     }
 }
