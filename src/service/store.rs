@@ -14,7 +14,7 @@
 use crate::results::migration::{migrate_document, migrate_results, MigrationError};
 use crate::results::{BootRecord, ResultsFile, ENVELOPE_VERSION, FORMAT};
 use loads::schema::{RunDocument, SCHEMA_VERSION};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -43,6 +43,18 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE INDEX IF NOT EXISTS runs_received ON runs (received_at);
 ";
 
+/// The pragmas every writing connection runs with, in order. WAL lets a
+/// reader (`compare --store`) read while `serve` writes. `synchronous=FULL`
+/// fsyncs the WAL at every commit, so a run is on disk before its 201 goes
+/// out, power loss included; NORMAL would be faster and could lose the last
+/// acknowledged runs on power loss. It is SQLite's default today, and set
+/// here so that no build option or later "optimisation" changes it.
+pub const WRITER_PRAGMAS: &[(&str, &str)] = &[("journal_mode", "wal"), ("synchronous", "2")];
+
+/// How long a statement waits for another connection's lock (a reader
+/// beside `serve`, or `run --serve-db` beside it) before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Errors of the store.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -54,6 +66,32 @@ pub enum StoreError {
         /// SQLite's error.
         #[source]
         source: rusqlite::Error,
+    },
+    /// A reader was given a path where there is no file.
+    #[error("there is no results store at {path} (no such file)")]
+    Missing {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A reader was given a file that is not a results store.
+    #[error("{path} is not a bootbench results store (a `bootbench serve --db` file): {why}")]
+    NotAStore {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead.
+        why: &'static str,
+    },
+    /// A pragma did not take the value the store needs.
+    #[error("results store {path}: PRAGMA {name} is '{got}' after setting it to '{wanted}'")]
+    Pragma {
+        /// The file.
+        path: PathBuf,
+        /// The pragma.
+        name: &'static str,
+        /// The value set.
+        wanted: &'static str,
+        /// The value SQLite reports.
+        got: String,
     },
     /// The file is a store of a newer layout.
     #[error("results store {path} has layout version {found}; this bootbench knows up to {STORE_VERSION}")]
@@ -378,19 +416,57 @@ fn summary_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunSummary> {
 }
 
 impl Store {
-    /// Opens (creating if needed) the store at `path`. WAL mode and a busy
-    /// timeout let `serve` and a reader (`compare`) use it at once.
+    /// Opens (creating if needed) the store at `path` for writing: the
+    /// receiver's. Runs [`WRITER_PRAGMAS`] and sets up the table.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         let open_err = |source| StoreError::Open { path: path.to_path_buf(), source };
         let conn = Connection::open(path).map_err(open_err)?;
-        conn.busy_timeout(Duration::from_secs(10)).map_err(open_err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(open_err)?;
         if version > STORE_VERSION {
             return Err(StoreError::NewerLayout { path: path.to_path_buf(), found: version });
         }
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(open_err)?;
+        set_writer_pragmas(&conn, path)?;
         conn.execute_batch(SCHEMA).map_err(open_err)?;
         conn.pragma_update(None, "user_version", STORE_VERSION).map_err(open_err)?;
+        Ok(Store { conn, path: path.to_path_buf() })
+    }
+
+    /// Opens the existing store at `path` for reading only: what `compare
+    /// --store` and `contest-report --store` use. It never creates a file
+    /// and runs no schema set-up, so it reads a store it may not write (a
+    /// read-only copy, another user's), and a path that is no store is an
+    /// error naming it.
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        if !path.exists() {
+            return Err(StoreError::Missing { path: path.to_path_buf() });
+        }
+        let not_a_store = |why| StoreError::NotAStore { path: path.to_path_buf(), why };
+        if !path.is_file() {
+            return Err(not_a_store("it is not a file"));
+        }
+        let open_err = |source| StoreError::Open { path: path.to_path_buf(), source };
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        let version: i64 = match conn.query_row("PRAGMA user_version", [], |r| r.get(0)) {
+            Ok(v) => v,
+            Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::NotADatabase) => {
+                return Err(not_a_store("it is not an SQLite database"))
+            }
+            Err(e) => return Err(open_err(e)),
+        };
+        if version > STORE_VERSION {
+            return Err(StoreError::NewerLayout { path: path.to_path_buf(), found: version });
+        }
+        let has_runs: bool = conn
+            .query_row("SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs')", [], |r| {
+                r.get(0)
+            })
+            .map_err(open_err)?;
+        if !has_runs {
+            return Err(not_a_store("it has no runs table"));
+        }
         Ok(Store { conn, path: path.to_path_buf() })
     }
 
@@ -522,21 +598,33 @@ impl Store {
     }
 }
 
-/// Reads run `run_id` from the store file `db` (for `bootbench compare`):
-/// the host envelope when stored, else the guest's document. Use
-/// [`StoredRun::into_results_file`] to treat it like a results file.
-pub fn load_run(db: &Path, run_id: &str) -> Result<StoredRun, StoreError> {
-    if !db.is_file() {
-        // Opening would create an empty store and then say "not found".
-        return Err(StoreError::Open {
-            path: db.to_path_buf(),
-            source: rusqlite::Error::SqliteFailure(
-                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
-                Some("no such file".into()),
-            ),
-        });
+/// Runs [`WRITER_PRAGMAS`] on `conn` (the store at `path`) and checks that
+/// SQLite took each value: WAL cannot be set on every filesystem.
+fn set_writer_pragmas(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    for (name, wanted) in WRITER_PRAGMAS {
+        let err = |source| StoreError::Query { path: path.to_path_buf(), what: "setting a pragma", source };
+        conn.pragma_update(None, name, wanted).map_err(err)?;
+        let got: String = conn
+            .pragma_query_value(None, name, |r| r.get::<_, rusqlite::types::Value>(0))
+            .map(|v| match v {
+                rusqlite::types::Value::Integer(i) => i.to_string(),
+                rusqlite::types::Value::Text(t) => t.to_lowercase(),
+                other => format!("{other:?}"),
+            })
+            .map_err(err)?;
+        if got != *wanted {
+            return Err(StoreError::Pragma { path: path.to_path_buf(), name, wanted, got });
+        }
     }
-    Store::open(db)?.load(run_id)
+    Ok(())
+}
+
+/// Reads run `run_id` from the store file `db` (for `compare --store` and
+/// `contest-report --store`), opened read-only: the host envelope when
+/// stored, else the guest's document. Use [`StoredRun::into_results_file`]
+/// to treat it like a results file.
+pub fn load_run(db: &Path, run_id: &str) -> Result<StoredRun, StoreError> {
+    Store::open_read_only(db)?.load(run_id)
 }
 
 #[cfg(test)]
@@ -649,6 +737,73 @@ mod tests {
         Connection::open(&db).unwrap().pragma_update(None, "user_version", STORE_VERSION + 1).unwrap();
         let e = Store::open(&db).unwrap_err().to_string();
         assert!(e.contains("layout version"), "{e}");
+    }
+
+    fn pragma(conn: &Connection, name: &str) -> String {
+        conn.pragma_query_value(None, name, |r| r.get::<_, rusqlite::types::Value>(0))
+            .map(|v| match v {
+                rusqlite::types::Value::Integer(i) => i.to_string(),
+                rusqlite::types::Value::Text(t) => t,
+                other => format!("{other:?}"),
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn the_writer_runs_in_wal_mode_with_synchronous_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("s.db");
+        let store = Store::open(&db).unwrap();
+        assert_eq!(pragma(&store.conn, "journal_mode"), "wal");
+        assert_eq!(pragma(&store.conn, "synchronous"), "2", "synchronous=FULL");
+        // Set explicitly, not left to SQLite's default: a connection that
+        // starts elsewhere ends at WAL and FULL.
+        let conn = Connection::open(dir.path().join("t.db")).unwrap();
+        conn.execute_batch("PRAGMA journal_mode = DELETE; PRAGMA synchronous = OFF;").unwrap();
+        set_writer_pragmas(&conn, &db).unwrap();
+        assert_eq!(pragma(&conn, "journal_mode"), "wal");
+        assert_eq!(pragma(&conn, "synchronous"), "2");
+    }
+
+    #[test]
+    fn readers_open_read_only_and_never_create_or_change_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("absent.db");
+        let e = load_run(&missing, "r1").unwrap_err();
+        assert!(matches!(e, StoreError::Missing { .. }), "{e}");
+        assert!(e.to_string().contains("absent.db"), "{e}");
+        assert!(!missing.exists(), "a reader created {}", missing.display());
+
+        let other_db = dir.path().join("other.db");
+        Connection::open(&other_db).unwrap().execute_batch("CREATE TABLE notes (t TEXT);").unwrap();
+        for (name, content, why) in [
+            ("empty.db", None, "no runs table"),
+            ("text.db", Some(b"hello, not a database\n".repeat(100)), "not an SQLite database"),
+            ("other.db", None, "no runs table"),
+        ] {
+            let path = dir.path().join(name);
+            if let Some(c) = &content {
+                std::fs::write(&path, c).unwrap();
+            } else if !path.exists() {
+                std::fs::write(&path, b"").unwrap();
+            }
+            let before = std::fs::read(&path).unwrap();
+            let e = load_run(&path, "r1").unwrap_err();
+            assert!(matches!(e, StoreError::NotAStore { .. }), "{name}: {e}");
+            let text = e.to_string();
+            assert!(
+                text.contains(name) && text.contains("not a bootbench results store") && text.contains(why),
+                "{text}"
+            );
+            assert_eq!(std::fs::read(&path).unwrap(), before, "{name} was changed by a reader");
+        }
+
+        let db = dir.path().join("s.db");
+        let mut store = Store::open(&db).unwrap();
+        store.put(&validate(serde_json::to_vec(&doc("r1")).unwrap(), "r1").unwrap(), None).unwrap();
+        let reader = Store::open_read_only(&db).unwrap();
+        assert!(reader.conn.is_readonly(rusqlite::MAIN_DB).unwrap());
+        assert!(matches!(reader.load("r1").unwrap(), StoredRun::Document(_)));
     }
 
     #[test]
