@@ -7,7 +7,8 @@
 //! Endpoints:
 //! - `PUT /runs/{id}`: store a run (token required). 201 stored, 200
 //!   already stored (same content), 400 malformed, 401 no token, 403 wrong
-//!   token, 409 other content under this id, 413 too big, 500 store error.
+//!   token, 409 other content under this id, 413 too big, 500 store error,
+//!   507 the store is full (disk or page limit; the uploader retries later).
 //! - `GET /runs` (JSON list), `GET /runs/{id}` (the stored JSON; the host
 //!   envelope when there is one, `?kind=document` for the guest's), `GET /`
 //!   (an HTML table). Reads are not authenticated: listen on an address
@@ -142,6 +143,11 @@ impl Receiver {
     /// when this returns), and serves on a background thread.
     pub fn start(cfg: ServeConfig) -> Result<Receiver, ServeError> {
         let store = Store::open(&cfg.db)?;
+        Receiver::start_with(store, cfg)
+    }
+
+    /// [`Receiver::start`] with the store already open (`cfg.db` unused).
+    fn start_with(store: Store, cfg: ServeConfig) -> Result<Receiver, ServeError> {
         let listener =
             std::net::TcpListener::bind(cfg.listen).map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
         let addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
@@ -335,7 +341,7 @@ async fn store_upload(
     .await;
     let outcome = match put {
         Ok(Ok(o)) => o,
-        Ok(Err(e)) => return Err(error(StatusCode::INTERNAL_SERVER_ERROR, chain(&e))),
+        Ok(Err(e)) => return Err(store_error(&e)),
         Err(e) => return Err(error(StatusCode::INTERNAL_SERVER_ERROR, format!("store task failed: {e}"))),
     };
     let base = json!({ "run_id": run.run_id, "kind": run.kind.name(), "sha256": run.sha256, "bytes": n });
@@ -359,6 +365,16 @@ async fn store_upload(
                 run.sha256
             ),
         )),
+    }
+}
+
+/// The answer to a store that failed: 507 when it is full (the upload may
+/// work later: the client retries it), 500 otherwise.
+fn store_error(e: &StoreError) -> Response {
+    if e.is_full() {
+        error(StatusCode::INSUFFICIENT_STORAGE, format!("the results store is full; retry later: {}", chain(e)))
+    } else {
+        error(StatusCode::INTERNAL_SERVER_ERROR, chain(e))
     }
 }
 
@@ -446,4 +462,69 @@ pub fn render_page(runs: &[RunSummary]) -> String {
 <table><tr><th>run id</th><th>kind</th><th>received</th><th>status</th><th>kernel</th><th>arch</th><th>suite</th><th>label</th><th>bytes</th><th>from</th></tr>\n{rows}</table></body></html>\n",
         runs.len()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::{BootRecord, ResultsFile};
+    use loads::schema::{Provenance, RunDocument, Status, SCHEMA_VERSION};
+    use results_uploader::{upload, RetryPolicy, UploadReport, UploadRequest, UploadSettings, Verdict};
+    use std::time::Duration;
+
+    fn envelope(id: &str, console_bytes: usize) -> Vec<u8> {
+        let mut p = Provenance::default();
+        p.kernel.release = "6.1.0-test".into();
+        let doc = RunDocument {
+            schema_version: SCHEMA_VERSION,
+            run_id: id.into(),
+            status: Status::Complete,
+            errors: vec![],
+            provenance: p,
+            timings: Default::default(),
+            workloads: vec![],
+        };
+        let mut boot = BootRecord { label: "base".into(), result: Some(doc), ..Default::default() };
+        boot.console_log = "[    1.234567] a console line\r\n".repeat(console_bytes / 31 + 1);
+        serde_json::to_vec(&ResultsFile { boots: vec![boot], ..ResultsFile::default() }).unwrap()
+    }
+
+    /// A store that runs out of room answers 507, which the uploader
+    /// retries (and, the store staying full, gives up on: never "refused").
+    #[test]
+    fn a_full_store_answers_507_and_the_uploader_retries_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("full.db");
+        let store = Store::open(&db).unwrap();
+        store.limit_pages(8);
+        let cfg = ServeConfig {
+            db,
+            token: "t0ken".into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            max_bytes: DEFAULT_MAX_BYTES,
+            log_prefix: None,
+        };
+        let receiver = Receiver::start_with(store, cfg).unwrap();
+        let url = format!("http://{}", receiver.addr());
+        let body = envelope("run-full", 1 << 20);
+        let mut settings = UploadSettings::host();
+        settings.policy = RetryPolicy {
+            max_attempts: 2,
+            initial_delay: Duration::from_millis(20),
+            max_delay: Duration::from_millis(40),
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(20),
+            jitter_seed: Some(1),
+            total_budget: Duration::from_secs(60),
+        };
+        let o = upload(&UploadRequest { base_url: &url, token: "t0ken", run_id: "run-full", body: &body }, &settings);
+        assert_eq!(UploadReport::from(&o).history, ["507", "507"], "{o:?}");
+        assert_eq!(o.verdict, Verdict::GaveUp, "{o:?}");
+        assert!(o.error.as_deref().unwrap_or_default().contains("store is full"), "{o:?}");
+        // A small run still fits: the receiver is not broken, only full.
+        let small = envelope("run-small", 0);
+        let o = upload(&UploadRequest { base_url: &url, token: "t0ken", run_id: "run-small", body: &small }, &settings);
+        assert_eq!(o.verdict, Verdict::Stored, "{o:?}");
+        receiver.stop().unwrap();
+    }
 }

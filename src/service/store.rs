@@ -139,6 +139,20 @@ pub enum StoreError {
     Migration(MigrationError),
 }
 
+impl StoreError {
+    /// Whether SQLite ran out of room (`SQLITE_FULL`: the disk, or the
+    /// database's page limit): nothing is wrong with the run, and storing
+    /// it may work later.
+    pub fn is_full(&self) -> bool {
+        match self {
+            StoreError::Open { source, .. } | StoreError::Query { source, .. } => {
+                source.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
+            }
+            _ => false,
+        }
+    }
+}
+
 /// Why a body cannot be stored. The messages go back to the uploader.
 #[derive(Debug, thiserror::Error)]
 pub enum ValidationError {
@@ -598,6 +612,17 @@ impl Store {
     }
 }
 
+#[cfg(test)]
+impl Store {
+    /// Caps the database at its current size plus `extra_pages` (a
+    /// per-connection limit), so a test can fill it up.
+    pub(crate) fn limit_pages(&self, extra_pages: i64) {
+        let pages: i64 = self.conn.query_row("PRAGMA page_count", [], |r| r.get(0)).unwrap();
+        let _: i64 =
+            self.conn.query_row(&format!("PRAGMA max_page_count = {}", pages + extra_pages), [], |r| r.get(0)).unwrap();
+    }
+}
+
 /// Runs [`WRITER_PRAGMAS`] on `conn` (the store at `path`) and checks that
 /// SQLite took each value: WAL cannot be set on every filesystem.
 fn set_writer_pragmas(conn: &Connection, path: &Path) -> Result<(), StoreError> {
@@ -840,5 +865,19 @@ mod tests {
             StoredRun::Envelope(f) => assert_eq!(f, crate::results::migration::read_results(&file).unwrap()),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_full_store_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("s.db")).unwrap();
+        store.limit_pages(4);
+        let mut big = doc("r1");
+        big.errors.push(loads::schema::RunError { location: "x".into(), message: "y".repeat(1 << 20) });
+        let e = store.put(&validate(serde_json::to_vec(&big).unwrap(), "r1").unwrap(), None).unwrap_err();
+        assert!(e.is_full(), "{e:?}");
+        assert!(store.list(10).unwrap().is_empty(), "nothing half-stored");
+        let other = StoreError::NotFound { path: "s.db".into(), run_id: "r1".into() };
+        assert!(!other.is_full());
     }
 }
