@@ -1,6 +1,7 @@
 //! The results receiver and `bootbench upload` on this host, without a
 //! boot: tokens, malformed and oversized bodies, the same run twice,
-//! conflicting content, concurrent uploads, the listing pages, and the CLI.
+//! conflicting content, concurrent uploads, the listing pages, the CLI, and
+//! a receiver killed in the middle of a stream of uploads.
 
 mod support;
 
@@ -11,7 +12,9 @@ use loads::schema::{Provenance, RunDocument, Status, SCHEMA_VERSION};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
 const TOKEN: &str = "test-token-123";
 
@@ -306,46 +309,67 @@ fn upload_cli_sends_each_boot_once_and_reports_refusals() {
     assert!(e.stderr.contains("/nonexistent.json"), "{}", e.transcript());
 }
 
+/// Kills `bootbench serve` (SIGKILL) even when an assertion fails first.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `bootbench serve --db DB ARGS... --listen 127.0.0.1:0` and waits
+/// for the address it prints. Its stderr (a line per upload) is drained on
+/// a thread, so a long stream of uploads never blocks on a full pipe.
+fn spawn_serve(db: &Path, args: &[&str]) -> (KillOnDrop, SocketAddr) {
+    let mut child = support::bootbench(["serve", "--db", db.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let child = KillOnDrop(child);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        let mut sent = false;
+        loop {
+            let n = stderr.read(&mut buf).unwrap_or(0);
+            if n == 0 && !sent {
+                let _ = tx.send(Err(String::from_utf8_lossy(&seen).into_owned()));
+            }
+            if n == 0 {
+                return;
+            }
+            if sent {
+                continue;
+            }
+            seen.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&seen).into_owned();
+            // The address is complete once the text after it has arrived.
+            if let Some((a, _)) = text.split("listening on http://").nth(1).and_then(|r| r.split_once(' ')) {
+                let _ = tx.send(a.parse::<SocketAddr>().map_err(|e| format!("bad address '{a}' in {text}: {e}")));
+                sent = true;
+            }
+        }
+    });
+    let addr = match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Ok(addr)) => addr,
+        Ok(Err(e)) => panic!("serve did not start: {e}"),
+        Err(e) => panic!("serve printed no address: {e}"),
+    };
+    (child, addr)
+}
+
 #[test]
 fn serve_cli_listens_and_refuses_bad_setups() {
     let dir = support::scratch();
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
     let db = dir.path().join("cli.db");
-    /// Kills the receiver even when an assertion fails first.
-    struct KillOnDrop(std::process::Child);
-    impl Drop for KillOnDrop {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut child = support::bootbench([
-        "serve",
-        "--db",
-        db.to_str().unwrap(),
-        "--token-file",
-        token_file.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-    ])
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let child = KillOnDrop(child);
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 256];
-    let addr: SocketAddr = loop {
-        let n = stderr.read(&mut buf).unwrap();
-        assert!(n > 0, "serve exited early: {}", String::from_utf8_lossy(&seen));
-        seen.extend_from_slice(&buf[..n]);
-        let text = String::from_utf8_lossy(&seen);
-        // The address is complete once the text after it has arrived.
-        if let Some((a, _)) = text.split("listening on http://").nth(1).and_then(|r| r.split_once(' ')) {
-            break a.parse().unwrap_or_else(|e| panic!("bad address '{a}' in {text}: {e}"));
-        }
-    };
+    let (child, addr) = spawn_serve(&db, &["--token-file", token_file.to_str().unwrap()]);
     let (st, _) = put(addr, "run-s", bearer(), &serde_json::to_vec(&doc("run-s")).unwrap());
     drop(child);
     assert_eq!(st, 201);
@@ -360,4 +384,109 @@ fn serve_cli_listens_and_refuses_bad_setups() {
     let empty = support::run_bootbench(["serve", "--db", db.to_str().unwrap(), "--token", ""], d);
     assert_eq!(empty.code(), Some(1));
     assert!(empty.stderr.contains("token"), "{}", empty.transcript());
+}
+
+/// A results file holding one boot of run `id`, its console log `console`.
+fn one_boot_envelope(id: &str, console: String) -> Vec<u8> {
+    let mut boot = BootRecord { label: "base".into(), result: Some(doc(id)), ..Default::default() };
+    boot.boot.classification = "ok".into();
+    boot.console_log = console;
+    serde_json::to_vec(&ResultsFile { boots: vec![boot], ..ResultsFile::default() }).unwrap()
+}
+
+/// One upload that may fail at the socket (the receiver was killed):
+/// the status, or `None` when no answer came.
+fn try_put(addr: SocketAddr, id: &str, body: &[u8]) -> Option<u16> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    s.set_write_timeout(Some(Duration::from_secs(10))).ok()?;
+    let head = format!(
+        "PUT /runs/{id} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).ok()?;
+    s.write_all(body).ok()?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).ok()?;
+    String::from_utf8_lossy(&out).split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A run id and the body sent for it.
+type SentRun = (String, Vec<u8>);
+
+/// `serve` killed with SIGKILL while uploads stream in: every run it
+/// acknowledged (201) is in the store byte for byte, and nothing else is
+/// there but runs that were in flight, each whole.
+#[test]
+fn a_receiver_killed_mid_stream_keeps_every_acknowledged_run_and_nothing_partial() {
+    const UPLOADERS: usize = 3;
+    const ACKS_BEFORE_KILL: usize = 12;
+    let dir = support::scratch();
+    let db = dir.path().join("killed.db");
+    let (mut child, addr) = spawn_serve(&db, &["--token", TOKEN]);
+    // (run id, body) of every upload started.
+    let sent: Arc<Mutex<Vec<SentRun>>> = Arc::default();
+    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let uploaders: Vec<_> = (0..UPLOADERS)
+        .map(|t| {
+            let (sent, acked, stop) = (sent.clone(), acked.clone(), stop.clone());
+            std::thread::spawn(move || {
+                for i in 0.. {
+                    if stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let id = format!("run-k{t}-{i}");
+                    // Large enough that the kill can land inside a write.
+                    let line = format!("[{i:6}.000000] uploader {t} console line\r\n");
+                    let body = one_boot_envelope(&id, line.repeat((256 << 10) / line.len()));
+                    sent.lock().unwrap().push((id.clone(), body.clone()));
+                    match try_put(addr, &id, &body) {
+                        Some(201) => acked.lock().unwrap().push(id),
+                        Some(other) => panic!("run {id}: HTTP {other}"),
+                        None => return,
+                    }
+                }
+            })
+        })
+        .collect();
+    let enough = support::wait_until(Duration::from_secs(20), || acked.lock().unwrap().len() >= ACKS_BEFORE_KILL);
+    let killed_at = Instant::now();
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    stop.store(true, Ordering::SeqCst);
+    for u in uploaders {
+        u.join().unwrap();
+    }
+    assert!(enough, "only {} runs acknowledged in 20 s", acked.lock().unwrap().len());
+    assert!(killed_at.elapsed() < Duration::from_secs(15), "the uploaders took long to notice the kill");
+
+    let sent = sent.lock().unwrap();
+    let acked = acked.lock().unwrap();
+    let conn = rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(check, "ok");
+    drop(conn);
+    let store = Store::open_read_only(&db).unwrap();
+    let stored = store.list(100_000).unwrap();
+    let stored_ids: Vec<&str> = stored.iter().map(|s| s.run_id.as_str()).collect();
+    for id in acked.iter() {
+        assert!(stored_ids.contains(&id.as_str()), "acknowledged run {id} is not in the store");
+    }
+    for row in &stored {
+        let (_, body) = sent
+            .iter()
+            .find(|(id, _)| *id == row.run_id)
+            .unwrap_or_else(|| panic!("run {} is stored but was never sent", row.run_id));
+        assert_eq!(row.kind, store::RunKind::Envelope);
+        assert_eq!(row.bytes, body.len() as u64, "run {}", row.run_id);
+        assert_eq!(Some(row.sha256.clone()), store::canonical_sha256(body), "run {}", row.run_id);
+        let (_, got) = store.body(&row.run_id, None).unwrap().unwrap();
+        assert!(got == *body, "run {}: the stored body differs from the one sent", row.run_id);
+        assert!(matches!(store.load(&row.run_id).unwrap(), StoredRun::Envelope(_)));
+    }
+    // Runs stored but not acknowledged: only those in flight at the kill.
+    let unacked = stored.len() - acked.len();
+    eprintln!("killed after {} acknowledged of {} sent; {} stored", acked.len(), sent.len(), stored.len());
+    assert!(unacked <= UPLOADERS, "{unacked} runs stored without an answer");
 }
