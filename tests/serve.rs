@@ -1,12 +1,13 @@
 //! The results receiver and `bootbench upload` on this host, without a
 //! boot: tokens, malformed and oversized bodies, the same run twice,
-//! conflicting content, concurrent uploads, the listing pages, the CLI, and
-//! a receiver killed in the middle of a stream of uploads.
+//! conflicting content, concurrent uploads, the listing pages, the CLI, a
+//! noisy boot's envelope under the default limit, and a receiver killed in
+//! the middle of a stream of uploads.
 
 mod support;
 
 use bootbench::results::{BootRecord, ResultsFile};
-use bootbench::service::receiver::{Receiver, ServeConfig};
+use bootbench::service::receiver::{Receiver, ServeConfig, DEFAULT_MAX_BYTES};
 use bootbench::service::store::{self, Store, StoredRun};
 use loads::schema::{Provenance, RunDocument, Status, SCHEMA_VERSION};
 use std::io::{Read, Write};
@@ -392,6 +393,22 @@ fn one_boot_envelope(id: &str, console: String) -> Vec<u8> {
     boot.boot.classification = "ok".into();
     boot.console_log = console;
     serde_json::to_vec(&ResultsFile { boots: vec![boot], ..ResultsFile::default() }).unwrap()
+}
+
+#[test]
+fn a_noisy_boots_envelope_is_accepted_with_the_default_limit() {
+    let dir = support::scratch();
+    let (r, db) = start(dir.path(), DEFAULT_MAX_BYTES);
+    let line = "[   12.345678] noisy driver: something happened again\r\n";
+    let body = one_boot_envelope("run-noisy", line.repeat((20 << 20) / line.len()));
+    assert!(body.len() > 20 << 20, "{}", body.len());
+    let (st, text) = put(r.addr(), "run-noisy", bearer(), &body);
+    assert_eq!(st, 201, "{text}");
+    r.stop().unwrap();
+    match store::load_run(&db, "run-noisy").unwrap() {
+        StoredRun::Envelope(f) => assert_eq!(f.boots[0].console_log.len(), (20 << 20) / line.len() * line.len()),
+        other => panic!("expected the envelope, got {other:?}"),
+    }
 }
 
 /// One upload that may fail at the socket (the receiver was killed):

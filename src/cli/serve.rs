@@ -22,7 +22,8 @@ pub struct ServeArgs {
     /// Address and port to listen on.
     #[arg(long, default_value = DEFAULT_LISTEN)]
     pub listen: SocketAddr,
-    /// Largest body accepted, in bytes.
+    /// Largest body accepted, in bytes. The default takes the envelope of a
+    /// boot whose console log reached its 64 MiB cap.
     #[arg(long, default_value_t = DEFAULT_MAX_BYTES)]
     pub max_bytes: u64,
 }

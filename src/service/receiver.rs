@@ -29,8 +29,21 @@ use std::thread::JoinHandle;
 
 /// Default listen address: this machine only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
-/// Default body limit: results files with long console logs fit.
-pub const DEFAULT_MAX_BYTES: u64 = 16 * 1024 * 1024;
+/// How much larger a console log is as a JSON string than as console
+/// bytes, at most, for the logs the limit is sized for: a line end, quote
+/// or backslash takes two bytes escaped (`\n`), other printable text one.
+/// A log made mostly of other control characters (six bytes each, as
+/// `\u001b`) can exceed it.
+pub const CONSOLE_LOG_JSON_GROWTH: u64 = 2;
+/// Room in an envelope for all but its console log: the guest's document,
+/// QEMU's argv, hashes and the boot's record.
+pub const ENVELOPE_ROOM_BYTES: u64 = 16 << 20;
+/// Default body limit: the envelope of a boot whose console log reached
+/// the host's cap ([`qemu::console_scan::MAX_LOG_BYTES`]), that log as
+/// JSON, plus the rest of the envelope. So what `run` records for one boot,
+/// however noisy, is accepted (144 MiB).
+pub const DEFAULT_MAX_BYTES: u64 =
+    qemu::console_scan::MAX_LOG_BYTES as u64 * CONSOLE_LOG_JSON_GROWTH + ENVELOPE_ROOM_BYTES;
 /// Most runs `GET /runs` and the page list.
 const LIST_LIMIT: usize = 1000;
 
@@ -526,5 +539,14 @@ mod tests {
         let o = upload(&UploadRequest { base_url: &url, token: "t0ken", run_id: "run-small", body: &small }, &settings);
         assert_eq!(o.verdict, Verdict::Stored, "{o:?}");
         receiver.stop().unwrap();
+    }
+
+    /// The default limit takes an envelope whose console log reached the
+    /// host's cap, in the console's usual shape (lines ending in CR LF).
+    #[test]
+    fn the_default_limit_takes_an_envelope_with_a_capped_console_log() {
+        let body = envelope("run-noisy", qemu::console_scan::MAX_LOG_BYTES);
+        assert!(body.len() as u64 > qemu::console_scan::MAX_LOG_BYTES as u64);
+        assert!(body.len() as u64 <= DEFAULT_MAX_BYTES, "{} > {DEFAULT_MAX_BYTES}", body.len());
     }
 }
