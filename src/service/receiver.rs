@@ -481,22 +481,11 @@ pub fn render_page(runs: &[RunSummary]) -> String {
 mod tests {
     use super::*;
     use crate::results::{BootRecord, ResultsFile};
-    use loads::schema::{Provenance, RunDocument, Status, SCHEMA_VERSION};
     use results_uploader::{upload, RetryPolicy, UploadReport, UploadRequest, UploadSettings, Verdict};
     use std::time::Duration;
 
     fn envelope(id: &str, console_bytes: usize) -> Vec<u8> {
-        let mut p = Provenance::default();
-        p.kernel.release = "6.1.0-test".into();
-        let doc = RunDocument {
-            schema_version: SCHEMA_VERSION,
-            run_id: id.into(),
-            status: Status::Complete,
-            errors: vec![],
-            provenance: p,
-            timings: Default::default(),
-            workloads: vec![],
-        };
+        let doc = crate::service::store::tests::doc(id);
         let mut boot = BootRecord { label: "base".into(), result: Some(doc), ..Default::default() };
         boot.console_log = "[    1.234567] a console line\r\n".repeat(console_bytes / 31 + 1);
         serde_json::to_vec(&ResultsFile { boots: vec![boot], ..ResultsFile::default() }).unwrap()

@@ -653,10 +653,12 @@ pub fn load_run(db: &Path, run_id: &str) -> Result<StoredRun, StoreError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use loads::schema::{Provenance, Status};
 
+    /// A complete document of run `id` with nothing measured (for the
+    /// receiver's tests too).
     pub(crate) fn doc(id: &str) -> RunDocument {
         let mut p = Provenance::default();
         p.kernel.release = "6.1.0-test".into();
