@@ -294,7 +294,9 @@ async fn put_run(
             .and_then(|v| v.to_str().ok())
             .map(|a| format!(", attempt {a}"))
             .unwrap_or_default();
-        eprintln!("{prefix}PUT /runs/{id} from {peer}{attempt}: {} {note}", resp.status().as_u16());
+        // The id is the client's, refused ones included: escaped, so that
+        // it cannot forge or break log lines.
+        eprintln!("{prefix}PUT /runs/{} from {peer}{attempt}: {} {note}", id.escape_debug(), resp.status().as_u16());
     }
     resp
 }
@@ -382,18 +384,22 @@ async fn store_upload(
 }
 
 /// The answer to a store that failed: 507 when it is full (the upload may
-/// work later: the client retries it), 500 otherwise.
+/// work later: the client retries it), 500 otherwise. The reply names
+/// neither the database's path nor SQLite's text (a client has no use for
+/// them, and the path tells it where the host keeps its files); the
+/// receiver's log gets the whole error.
 fn store_error(e: &StoreError) -> Response {
+    eprintln!("serve: results store error: {}", chain(e));
     if e.is_full() {
-        error(StatusCode::INSUFFICIENT_STORAGE, format!("the results store is full; retry later: {}", chain(e)))
+        error(StatusCode::INSUFFICIENT_STORAGE, "the results store is full; retry later")
     } else {
-        error(StatusCode::INTERNAL_SERVER_ERROR, chain(e))
+        error(StatusCode::INTERNAL_SERVER_ERROR, "the results store failed; the receiver's log has the error")
     }
 }
 
 fn summaries(st: &Shared) -> Result<Vec<RunSummary>, Response> {
     let store = st.store.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    store.list(LIST_LIMIT).map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, chain(&e)))
+    store.list(LIST_LIMIT).map_err(|e| store_error(&e))
 }
 
 async fn list_runs(State(st): State<Shared>) -> Response {
@@ -434,7 +440,7 @@ async fn get_run(State(st): State<Shared>, UrlPath(id): UrlPath<String>, Query(q
         )
             .into_response(),
         Ok(Ok((id, None))) => error(StatusCode::NOT_FOUND, format!("run '{id}' is not stored here")),
-        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, chain(&e)),
+        Ok(Err(e)) => store_error(&e),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("store task failed: {e}")),
     }
 }
@@ -537,5 +543,27 @@ mod tests {
         let body = envelope("run-noisy", qemu::console_scan::MAX_LOG_BYTES);
         assert!(body.len() as u64 > qemu::console_scan::MAX_LOG_BYTES as u64);
         assert!(body.len() as u64 <= DEFAULT_MAX_BYTES, "{} > {DEFAULT_MAX_BYTES}", body.len());
+    }
+
+    #[test]
+    fn a_failed_store_is_answered_without_its_path_or_sqlites_text() {
+        let path = std::path::PathBuf::from("/srv/private-lab-dir/runs.db");
+        let body = |e: StoreError| {
+            let resp = store_error(&e);
+            let status = resp.status().as_u16();
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let bytes = rt.block_on(axum::body::to_bytes(resp.into_body(), usize::MAX)).unwrap();
+            (status, String::from_utf8(bytes.to_vec()).unwrap())
+        };
+        let query = |code| StoreError::Query {
+            path: path.clone(),
+            what: "inserting the run",
+            source: rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), Some("disk I/O error".into())),
+        };
+        for (code, status) in [(rusqlite::ffi::SQLITE_IOERR, 500), (rusqlite::ffi::SQLITE_FULL, 507)] {
+            let (got, text) = body(query(code));
+            assert_eq!(got, status, "{text}");
+            assert!(!text.contains("private-lab-dir") && !text.contains("disk I/O"), "{text}");
+        }
     }
 }
