@@ -5,7 +5,9 @@
 //! Protocol: `PUT {base}/runs/{run_id}` with `Authorization: Bearer TOKEN`,
 //! the run id repeated in `X-Bootbench-Run-Id`, a JSON body. 201 = stored,
 //! 200 with `{"already_stored": true}` = stored before (a retry is
-//! harmless), 408/425/429, 500/502/503/504, 507 (the receiver's store is
+//! harmless); either only when its JSON acknowledges this run and these
+//! bytes ([`acknowledgement`]: the run id and the body's sha256 echoed),
+//! so that a wrong URL or a proxy's 2xx page is a failure, not a delivery; 408/425/429, 500/502/503/504, 507 (the receiver's store is
 //! full) and network errors = retried with exponential backoff and jitter,
 //! a bounded number of times; any other status = refused for good.
 //!
@@ -27,6 +29,7 @@ pub use name_resolution::{resolve, Resolution, ResolveError};
 pub use outcome_event::{EventError, UploadReport, EVENT_NETWORK, EVENT_UPLOAD, EVENT_UPLOAD_ATTEMPT};
 pub use retry_policy::{RetryPolicy, DEFAULT_TOTAL_BUDGET};
 pub use upload::{
-    upload, upload_with_progress, Attempt, TlsRoots, UploadOutcome, UploadRequest, UploadSettings, Verdict,
+    acknowledgement, body_sha256, upload, upload_with_progress, Attempt, TlsRoots, UploadOutcome, UploadRequest,
+    UploadSettings, Verdict, ACK_BODY_SHA256, ACK_RUN_ID,
 };
 pub use upload_url::{check_run_id, parse_base_url, run_url, UrlError, ATTEMPT_HEADER, MAX_RUN_ID_LEN, RUN_ID_HEADER};

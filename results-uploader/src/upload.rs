@@ -102,6 +102,34 @@ impl Verdict {
     }
 }
 
+/// The field of a receiver's 2xx answer that names the run it stored.
+pub const ACK_RUN_ID: &str = "run_id";
+/// The field of a receiver's 2xx answer that holds the sha256 (hex) of the
+/// body it received, byte for byte.
+pub const ACK_BODY_SHA256: &str = "body_sha256";
+
+/// sha256 (lower-case hex) of an upload's body, as the receiver echoes it.
+pub fn body_sha256(body: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(body))
+}
+
+/// What a receiver answers with a 2xx to acknowledge run `run_id` with
+/// body `body` (besides its own fields): the run id and the body's sha256.
+pub fn acknowledgement(run_id: &str, body: &[u8]) -> serde_json::Map<String, serde_json::Value> {
+    let mut m = serde_json::Map::new();
+    m.insert(ACK_RUN_ID.into(), run_id.into());
+    m.insert(ACK_BODY_SHA256.into(), body_sha256(body).into());
+    m
+}
+
+/// Whether `answer` (a 2xx response's body) acknowledges `run_id` with
+/// `body`.
+fn acknowledges(answer: &serde_json::Value, run_id: &str, body: &[u8]) -> bool {
+    let field = |k: &str| answer.get(k).and_then(serde_json::Value::as_str);
+    field(ACK_RUN_ID) == Some(run_id) && field(ACK_BODY_SHA256) == Some(body_sha256(body).as_str())
+}
+
 /// One attempt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attempt {
@@ -358,10 +386,21 @@ impl Sender<'_> {
         // Only the start of the answer matters (a message or a small JSON).
         let read = resp.take(64 * 1024).read_to_end(&mut text);
         if (200..300).contains(&status) {
-            let already = serde_json::from_slice::<serde_json::Value>(&text)
-                .ok()
-                .and_then(|v| v.get("already_stored").and_then(serde_json::Value::as_bool))
-                .unwrap_or(false);
+            let answer = serde_json::from_slice::<serde_json::Value>(&text).unwrap_or_default();
+            if !acknowledges(&answer, run_id, self.req.body) {
+                // Sending again would get the same page: final.
+                return Err(AttemptFailure {
+                    transient: false,
+                    status: Some(status),
+                    class: None,
+                    message: format!(
+                        "HTTP {status}, but the answer does not acknowledge run '{run_id}' and its {} bytes (no `{ACK_RUN_ID}` and `{ACK_BODY_SHA256}` echoed back): not a bootbench receiver, a wrong URL, or a proxy's page? It said: {}",
+                        self.req.body.len(),
+                        server_message(&text)
+                    ),
+                });
+            }
+            let already = answer.get("already_stored").and_then(serde_json::Value::as_bool).unwrap_or(false);
             let verdict = if status == 200 && already { Verdict::AlreadyStored } else { Verdict::Stored };
             return Ok((status, verdict));
         }

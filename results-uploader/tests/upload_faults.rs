@@ -14,8 +14,12 @@ use std::time::Duration;
 enum Act {
     /// Answer with this status and body.
     Reply(u16, &'static str),
-    /// Wait, then answer.
-    Slow(Duration, u16, &'static str),
+    /// Answer with this status and a receiver's acknowledgement of the
+    /// request (the run id from its path, the sha256 of its body), with
+    /// `already_stored` as given.
+    Ack(u16, bool),
+    /// Wait, then acknowledge (as [`Act::Ack`]).
+    Slow(Duration, u16, bool),
     /// Read the request, then close without answering.
     HangUp,
 }
@@ -67,6 +71,17 @@ fn reply(stream: &mut TcpStream, status: u16, body: &str) {
     );
 }
 
+/// A receiver's acknowledgement of the last request in `seen`, written
+/// here from the protocol (not with the crate's own helper): the run id
+/// from the path and the sha256 of the body as received.
+fn ack(seen: &[Seen], already: bool) -> String {
+    use sha2::Digest;
+    let Some(req) = seen.last() else { return "{}".into() };
+    let id = req.line.split(' ').nth(1).and_then(|p| p.rsplit('/').next()).unwrap_or_default();
+    let sha = hex::encode(sha2::Sha256::digest(&req.body));
+    format!(r#"{{"run_id":"{id}","body_sha256":"{sha}","already_stored":{already}}}"#)
+}
+
 /// Serves `script` on `listener`, one act per request, and records them.
 fn serve(listener: TcpListener, script: Vec<Act>) -> Arc<Mutex<Vec<Seen>>> {
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -78,9 +93,10 @@ fn serve(listener: TcpListener, script: Vec<Act>) -> Arc<Mutex<Vec<Seen>>> {
             log.lock().unwrap().push(req);
             match act {
                 Act::Reply(st, b) => reply(&mut s, st, b),
-                Act::Slow(d, st, b) => {
+                Act::Ack(st, already) => reply(&mut s, st, &ack(&log.lock().unwrap()[..], already)),
+                Act::Slow(d, st, already) => {
                     thread::sleep(d);
-                    reply(&mut s, st, b);
+                    reply(&mut s, st, &ack(&log.lock().unwrap()[..], already));
                 }
                 Act::HangUp => drop(s),
             }
@@ -117,7 +133,7 @@ fn req(url: &str) -> UploadRequest<'_> {
 
 #[test]
 fn first_try_stores_and_sends_token_id_and_body() {
-    let (url, seen) = start(vec![Act::Reply(201, r#"{"stored":true}"#)]);
+    let (url, seen) = start(vec![Act::Ack(201, false)]);
     let o = upload(&req(&url), &fast());
     assert_eq!(o.verdict, Verdict::Stored, "{o:?}");
     assert_eq!(o.status, Some(201));
@@ -135,12 +151,8 @@ fn first_try_stores_and_sends_token_id_and_body() {
 
 #[test]
 fn server_errors_are_retried_with_growing_delays_until_stored() {
-    let (url, seen) = start(vec![
-        Act::Reply(503, r#"{"error":"busy"}"#),
-        Act::Reply(500, "oops"),
-        Act::HangUp,
-        Act::Reply(201, "{}"),
-    ]);
+    let (url, seen) =
+        start(vec![Act::Reply(503, r#"{"error":"busy"}"#), Act::Reply(500, "oops"), Act::HangUp, Act::Ack(201, false)]);
     let o = upload(&req(&url), &fast());
     assert_eq!(o.verdict, Verdict::Stored, "{o:?}");
     let report = UploadReport::from(&o);
@@ -187,7 +199,7 @@ fn a_full_store_is_retried_later_and_the_run_stored_once_there_is_room() {
     let (url, seen) = start(vec![
         Act::Reply(507, r#"{"error":"the results store is full; retry later"}"#),
         Act::Reply(507, r#"{"error":"the results store is full; retry later"}"#),
-        Act::Reply(201, r#"{"stored":true}"#),
+        Act::Ack(201, false),
     ]);
     let o = upload(&req(&url), &fast());
     assert_eq!(o.verdict, Verdict::Stored, "{o:?}");
@@ -205,7 +217,7 @@ fn a_full_store_is_retried_later_and_the_run_stored_once_there_is_room() {
 
 #[test]
 fn already_stored_is_success() {
-    let (url, _) = start(vec![Act::Reply(200, r#"{"already_stored":true}"#)]);
+    let (url, _) = start(vec![Act::Ack(200, true)]);
     let o = upload(&req(&url), &fast());
     assert_eq!(o.verdict, Verdict::AlreadyStored);
     assert!(o.verdict.delivered());
@@ -219,7 +231,7 @@ fn a_receiver_that_comes_up_late_is_reached() {
     let late = thread::spawn(move || {
         thread::sleep(Duration::from_millis(300));
         let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
-        serve(l, vec![Act::Reply(201, "{}")])
+        serve(l, vec![Act::Ack(201, false)])
     });
     let o = upload(&req(&url), &fast());
     late.join().unwrap();
@@ -232,8 +244,8 @@ fn a_receiver_that_comes_up_late_is_reached() {
 #[test]
 fn a_slow_receiver_times_out_and_is_retried() {
     let (url, _) = start(vec![
-        Act::Slow(Duration::from_millis(2500), 201, "{}"),
-        Act::Slow(Duration::from_millis(200), 201, "{}"),
+        Act::Slow(Duration::from_millis(2500), 201, false),
+        Act::Slow(Duration::from_millis(200), 201, false),
     ]);
     let o = upload(&req(&url), &fast());
     assert_eq!(o.verdict, Verdict::Stored, "{o:?}");
@@ -278,4 +290,23 @@ fn a_host_name_without_dns_servers_is_refused_clearly() {
     assert_eq!(o.attempts.len(), 1, "{o:?}");
     let e = o.error.unwrap();
     assert!(e.contains("results.example") && e.contains("bootbench.dns"), "{e}");
+}
+
+#[test]
+fn a_2xx_that_does_not_acknowledge_the_run_and_its_bytes_is_no_delivery() {
+    // A wrong URL (a web server's page), an empty 2xx, another run's
+    // acknowledgement, and these bytes' hash under another run id: each
+    // fails at once, naming what was missing.
+    let other = format!(r#"{{"run_id":"run-2","body_sha256":"{}"}}"#, results_uploader::body_sha256(BODY));
+    let wrong_hash = r#"{"run_id":"run-1","body_sha256":"00"}"#.to_string();
+    for answer in ["<html>it works</html>".to_string(), "{}".to_string(), other, wrong_hash] {
+        let body: &'static str = Box::leak(answer.into_boxed_str());
+        let (url, seen) = start(vec![Act::Reply(200, body), Act::Ack(201, false)]);
+        let o = upload(&req(&url), &fast());
+        assert_eq!(o.verdict, Verdict::Refused, "{body}: {o:?}");
+        assert!(!o.verdict.delivered());
+        assert_eq!(seen.lock().unwrap().len(), 1, "{body}: not sent again");
+        let e = o.error.unwrap_or_default();
+        assert!(e.contains("does not acknowledge run 'run-1' and its 37 bytes"), "{e}");
+    }
 }

@@ -359,7 +359,15 @@ async fn store_upload(
         Ok(Err(e)) => return Err(store_error(&e)),
         Err(e) => return Err(error(StatusCode::INTERNAL_SERVER_ERROR, format!("store task failed: {e}"))),
     };
-    let base = json!({ "run_id": run.run_id, "kind": run.kind.name(), "sha256": run.sha256, "bytes": n });
+    // The uploader takes a 2xx as delivered only with this acknowledgement:
+    // the run id and the sha256 of the bytes received.
+    let mut base = results_uploader::acknowledgement(&run.run_id, &run.body);
+    base.extend([
+        ("kind".to_string(), json!(run.kind.name())),
+        ("sha256".to_string(), json!(run.sha256)),
+        ("bytes".to_string(), json!(n)),
+    ]);
+    let base = serde_json::Value::Object(base);
     let with = |key: &str| {
         let mut v = base.clone();
         if let Some(m) = v.as_object_mut() {
