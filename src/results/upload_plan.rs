@@ -1,8 +1,12 @@
 //! A saved results file as the uploads it makes: boot by boot, each as a
 //! one-boot results file keyed by its guest document's run id (host
-//! envelope included); a bare result document goes as it is.
+//! envelope included); a bare result document goes as it is. Each body is
+//! the file's own JSON (its top-level fields and that boot's, as written),
+//! never re-serialised by this bootbench: a file written by an older one,
+//! uploaded again, is the same run ("already stored"), not other content
+//! under its run id (409) for fields this version adds.
 
-use super::{ResultsFile, FORMAT};
+use super::FORMAT;
 use anyhow::{bail, Context};
 use loads::schema::RunDocument;
 use std::path::Path;
@@ -25,7 +29,19 @@ pub fn plan(file: &Path) -> anyhow::Result<(Vec<PlannedUpload>, Vec<String>)> {
     let value: serde_json::Value =
         serde_json::from_slice(&text).with_context(|| format!("{} is not JSON", file.display()))?;
     if value.get("format").is_some_and(|f| f == FORMAT) {
+        // Which boots have a document, and their run ids, come from the
+        // file read as this bootbench reads it (migrated); the bodies from
+        // the file as written.
         let results = crate::results::migration::read_results(file)?;
+        let raw_boots = value.get("boots").and_then(serde_json::Value::as_array).cloned().unwrap_or_default();
+        if raw_boots.len() != results.boots.len() {
+            bail!(
+                "{}: {} boots as written but {} as read; cannot tell which is which",
+                file.display(),
+                raw_boots.len(),
+                results.boots.len()
+            );
+        }
         let mut uploads = Vec::new();
         let mut skipped = Vec::new();
         for (i, boot) in results.boots.iter().enumerate() {
@@ -50,7 +66,8 @@ pub fn plan(file: &Path) -> anyhow::Result<(Vec<PlannedUpload>, Vec<String>)> {
                 ));
                 continue;
             };
-            let one = ResultsFile { boots: vec![boot.clone()], ..results.clone() };
+            let mut one = value.clone();
+            one["boots"] = serde_json::Value::Array(vec![raw_boots[i].clone()]);
             let body = serde_json::to_vec(&one).context("cannot serialise a boot")?;
             uploads.push(PlannedUpload { run_id: doc.run_id.clone(), what, body });
         }
@@ -69,7 +86,7 @@ pub fn plan(file: &Path) -> anyhow::Result<(Vec<PlannedUpload>, Vec<String>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{BootRecord, KeptWorkloads};
+    use crate::results::{BootRecord, KeptWorkloads, ResultsFile};
     use loads::schema::WorkloadResult;
 
     #[test]
@@ -98,5 +115,35 @@ mod tests {
             skipped[0]
         );
         assert!(!skipped[1].contains("finished workload"), "{}", skipped[1]);
+    }
+
+    #[test]
+    fn each_body_is_the_files_own_json_not_this_versions_serialisation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.json");
+        let mut file = ResultsFile::default();
+        let mut boot = BootRecord::default();
+        boot.boot.classification = "ok".into();
+        boot.result = Some(loads::runner::begin_document("run-7", None, None));
+        file.boots = vec![boot.clone(), boot];
+        file.boots[1].result.as_mut().unwrap().run_id = "run-8".into();
+        file.write(&path).unwrap();
+        // As an older bootbench wrote it: without a field this one always
+        // writes (and reads as its default).
+        let mut raw: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        for b in raw["boots"].as_array_mut().unwrap() {
+            assert!(b.as_object_mut().unwrap().remove("result_error").is_some(), "the field to leave out");
+        }
+        std::fs::write(&path, serde_json::to_vec(&raw).unwrap()).unwrap();
+        let (uploads, _) = plan(&path).unwrap();
+        assert_eq!(uploads.iter().map(|u| u.run_id.as_str()).collect::<Vec<_>>(), ["run-7", "run-8"]);
+        for (i, u) in uploads.iter().enumerate() {
+            // The file's own top-level fields and this boot as written: the
+            // same content, so the receiver's "same run".
+            let mut want = raw.clone();
+            want["boots"] = serde_json::json!([raw["boots"][i].clone()]);
+            let body: serde_json::Value = serde_json::from_slice(&u.body).unwrap();
+            assert_eq!(body, want, "boot {i}");
+        }
     }
 }
