@@ -302,7 +302,22 @@ fn build_client(
     if let (Some(addrs), Some(host)) = (resolved, url.domain()) {
         b = b.resolve_to_addrs(host, addrs);
     }
+    if is_loopback(url) {
+        // A proxy from the environment would connect to its own loopback.
+        b = b.no_proxy();
+    }
     b.build().map_err(|e| format!("cannot set up the HTTP client: {}", chain(&e)))
+}
+
+/// Whether `url` names this machine: a loopback address or `localhost`.
+fn is_loopback(url: &Url) -> bool {
+    let Some(host) = url.host_str() else { return false };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        return ip.is_loopback();
+    }
+    let name = host.trim_end_matches('.').to_ascii_lowercase();
+    name == "localhost" || name.ends_with(".localhost")
 }
 
 /// Checks what can be checked before sending anything.
@@ -516,5 +531,23 @@ pub fn upload_with_progress(
         attempts,
         error,
         elapsed_ms: ms(started.elapsed()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_receivers_are_told_from_others() {
+        let lo = |u: &str| is_loopback(&Url::parse(u).unwrap());
+        for u in
+            ["http://127.0.0.1:8080", "http://127.5.5.5", "http://[::1]:80", "http://LOCALHOST.", "http://a.localhost"]
+        {
+            assert!(lo(u), "{u}");
+        }
+        for u in ["http://10.0.2.2:8080", "http://lab", "http://[::2]", "http://localhost.lab"] {
+            assert!(!lo(u), "{u}");
+        }
     }
 }
