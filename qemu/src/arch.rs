@@ -149,8 +149,9 @@ pub struct ArchProfile {
     pub mem_step_mib: u64,
     /// The most guest memory the arch's kernel can use, in MiB, when that
     /// is less than any host has: Debian's 686 kernel (HIGHMEM4G, no PAE)
-    /// cannot reach what the `pc` machine puts above 4 GiB once RAM passes
-    /// 3.5 GiB. `--mem auto` never grows past it.
+    /// cannot reach what the `pc` machine puts above 4 GiB, and from 3.5
+    /// GiB of RAM on it keeps only 3 GiB below 4 GiB. `--mem auto` never
+    /// grows past it; a larger `--mem` is checked as this much.
     pub max_usable_mem_mib: Option<u64>,
 }
 
@@ -194,7 +195,7 @@ impl ArchProfile {
                 cmdline_capacity: COMMAND_LINE_SIZE,
                 default_mem_mib: 512,
                 mem_step_mib: 1,
-                max_usable_mem_mib: Some(3584),
+                max_usable_mem_mib: Some(3583),
             },
             Arch::Ppc64 | Arch::Ppc64le => ArchProfile {
                 arch,

@@ -310,26 +310,3 @@ fn a_2xx_that_does_not_acknowledge_the_run_and_its_bytes_is_no_delivery() {
         assert!(e.contains("does not acknowledge run 'run-1' and its 37 bytes"), "{e}");
     }
 }
-
-#[test]
-fn a_proxy_from_the_environment_is_not_used_for_a_receiver_on_loopback() {
-    // A proxy that refuses every connection: an upload through it could
-    // not arrive. The receiver is on 127.0.0.1, which no proxy can reach
-    // for us (it would be the proxy's own loopback).
-    let dead = TcpListener::bind("127.0.0.1:0").unwrap();
-    let proxy = format!("http://{}", dead.local_addr().unwrap());
-    drop(dead);
-    for var in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] {
-        std::env::set_var(var, &proxy);
-    }
-    std::env::remove_var("no_proxy");
-    std::env::remove_var("NO_PROXY");
-    let (url, seen) = start(vec![Act::Ack(201, false)]);
-    let o = upload(&req(&url), &fast());
-    assert_eq!(o.verdict, Verdict::Stored, "{o:?}");
-    assert_eq!(seen.lock().unwrap().len(), 1);
-    // By name too.
-    let (url, _) = start(vec![Act::Ack(201, false)]);
-    let o = upload(&req(&url.replace("127.0.0.1", "localhost")), &fast());
-    assert_eq!(o.verdict, Verdict::Stored, "{o:?}");
-}

@@ -155,6 +155,7 @@ fn guest_memory(
     guests: &[loads::suite::Suite],
     smp: u32,
     profile: &qemu::ArchProfile,
+    host_available_mib: u64,
     storage_at: impl Fn(u64) -> anyhow::Result<crate::boot::scratch_disk::StoragePlan>,
 ) -> anyhow::Result<u64> {
     use crate::suite_choice::{check_pack_builds, least_mem_that_fits, GuestMemory};
@@ -165,8 +166,9 @@ fn guest_memory(
             Ok(p) => p,
             Err(e) => return Ok(Err(format!("{e:#}"))),
         };
+        // What the guest's kernel can use of `mem` (all of it, but on i386).
         let guest = GuestMemory {
-            mem_mib: mem,
+            mem_mib: mem.min(profile.max_usable_mem_mib.unwrap_or(u64::MAX)),
             swap_mib: (plan.swap_bytes.unwrap_or(0) + plan.zram_bytes.unwrap_or(0)) >> 20,
             smp,
             tree_in_memory: plan.scratch_bytes.is_none(),
@@ -178,7 +180,7 @@ fn guest_memory(
         }
         Ok(Ok(()))
     };
-    let host_available = crate::suite_choice::mem_available_bytes().map_or(u64::MAX, |b| b >> 20);
+    let host_available = host_available_mib;
     let available = host_available.min(profile.max_usable_mem_mib.unwrap_or(u64::MAX));
     let step = profile.mem_step_mib.max(1);
     let start = match choice {
@@ -188,7 +190,15 @@ fn guest_memory(
             profile.machine,
             m.div_ceil(step) * step
         ),
-        MemChoice::Mib(m) => m,
+        MemChoice::Mib(m) => {
+            if let Some(cap) = profile.max_usable_mem_mib.filter(|cap| m > *cap) {
+                eprintln!(
+                    "run: warning: --mem {m} MiB: {}'s default kernel can use only {cap} MiB of it (a 32-bit kernel without PAE); the memory checks count {cap}",
+                    profile.arch
+                );
+            }
+            m
+        }
         MemChoice::Auto => BASE_MEM_MIB.div_ceil(step) * step,
     };
     // Storage options that are bad at the size asked for (or the base
@@ -260,7 +270,14 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
             mem_mib,
         )?)
     };
-    let mem_mib = guest_memory(mem_choice, &guests, args.smp(), &arch.profile(), decide_storage)?;
+    let mem_mib = guest_memory(
+        mem_choice,
+        &guests,
+        args.smp(),
+        &arch.profile(),
+        crate::suite_choice::mem_available_bytes().map_or(u64::MAX, |b| b >> 20),
+        decide_storage,
+    )?;
     let storage =
         decide_storage(mem_mib)?.with_throttle(args.disk_throttle.as_deref(), icount_option(choice.accel, clock))?;
     // The pack goes to every boot when any guest's suite needs it.
@@ -850,8 +867,9 @@ mod tests {
         .unwrap();
         let plan =
             |_| Ok(crate::boot::scratch_disk::StoragePlan { scratch_bytes: Some(1 << 30), ..Default::default() });
-        let mem =
-            |choice, arch: qemu::Arch| guest_memory(choice, std::slice::from_ref(&kernbench), 2, &arch.profile(), plan);
+        let mem = |choice, arch: qemu::Arch| {
+            guest_memory(choice, std::slice::from_ref(&kernbench), 2, &arch.profile(), 24 << 10, plan)
+        };
         // x86's machines take any size: the least in steps of 64 MiB.
         assert_eq!(mem(MemChoice::Auto, qemu::Arch::X86_64).unwrap(), 1088);
         // pseries takes whole 256 MiB blocks only (QEMU refuses 1088 MiB).
@@ -867,7 +885,16 @@ mod tests {
         // refused before the boot, naming the limit.
         let sdet =
             Suite::from_json("t", r#"{"name":"t","workloads":[{"name":"sdet","params":{"levels":[1,128]}}]}"#).unwrap();
-        let e = guest_memory(MemChoice::Auto, &[sdet], 2, &qemu::Arch::I386.profile(), plan).unwrap_err().to_string();
-        assert!(e.starts_with("--mem auto: no size up to what i386's kernel can use (3584 MiB) holds"), "{e}");
+        let e = guest_memory(MemChoice::Auto, &[sdet], 2, &qemu::Arch::I386.profile(), 24 << 10, plan)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--mem auto: no size up to what i386's kernel can use (3583 MiB) holds"), "{e}");
+        // Beyond it, a 4 GiB guest is checked as the 3583 MiB its kernel uses.
+        let big =
+            Suite::from_json("t", r#"{"name":"t","workloads":[{"name":"sdet","params":{"levels":[1,104]}}]}"#).unwrap();
+        let e = guest_memory(MemChoice::Mib(4096), &[big], 2, &qemu::Arch::I386.profile(), 24 << 10, plan)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--mem 4096 MiB is too small"), "{e}");
     }
 }

@@ -1,10 +1,11 @@
 //! A saved results file as the uploads it makes: boot by boot, each as a
 //! one-boot results file keyed by its guest document's run id (host
-//! envelope included); a bare result document goes as it is. Each body is
-//! the file's own JSON (its top-level fields and that boot's, as written),
-//! never re-serialised by this bootbench: a file written by an older one,
-//! uploaded again, is the same run ("already stored"), not other content
-//! under its run id (409) for fields this version adds.
+//! envelope included); a bare result document goes as it is. Each body
+//! holds the file's own JSON content (its top-level fields and that boot's,
+//! as written, only re-encoded compactly), never this bootbench's model of
+//! it: a file written by an older one, uploaded again, is the same run
+//! ("already stored"), not other content under its run id (409) for fields
+//! this version adds.
 
 use super::FORMAT;
 use anyhow::{bail, Context};
@@ -33,7 +34,13 @@ pub fn plan(file: &Path) -> anyhow::Result<(Vec<PlannedUpload>, Vec<String>)> {
         // file read as this bootbench reads it (migrated); the bodies from
         // the file as written.
         let results = crate::results::migration::read_results(file)?;
-        let raw_boots = value.get("boots").and_then(serde_json::Value::as_array).cloned().unwrap_or_default();
+        // The boots taken out of the file's value, so that each body copies
+        // only its own boot (console logs can be tens of MiB each).
+        let mut value = value;
+        let raw_boots = match value.get_mut("boots").map(serde_json::Value::take) {
+            Some(serde_json::Value::Array(boots)) => boots,
+            _ => Vec::new(),
+        };
         if raw_boots.len() != results.boots.len() {
             bail!(
                 "{}: {} boots as written but {} as read; cannot tell which is which",
@@ -68,6 +75,7 @@ pub fn plan(file: &Path) -> anyhow::Result<(Vec<PlannedUpload>, Vec<String>)> {
             };
             let mut one = value.clone();
             one["boots"] = serde_json::Value::Array(vec![raw_boots[i].clone()]);
+            // (`value` no longer holds any boot: the clone is the small top level.)
             let body = serde_json::to_vec(&one).context("cannot serialise a boot")?;
             uploads.push(PlannedUpload { run_id: doc.run_id.clone(), what, body });
         }

@@ -448,9 +448,10 @@ impl Store {
 
     /// Opens the existing store at `path` for reading only: what `compare
     /// --store` and `contest-report --store` use. It never creates a file
-    /// and runs no schema set-up, so it reads a store it may not write (a
-    /// read-only copy, another user's), and a path that is no store is an
-    /// error naming it.
+    /// and runs no schema set-up, and a path that is no store is an error
+    /// naming it. SQLite still needs the store's `-shm` file, which it
+    /// makes when `serve` is not running: a store in a directory this
+    /// user cannot write, with no `-shm` beside it, does not open.
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
         if !path.exists() {
             return Err(StoreError::Missing { path: path.to_path_buf() });
