@@ -315,9 +315,9 @@ fn boot_completely(c: std::process::Command, out: &Path) -> bootbench::results::
     boot
 }
 
-/// The ELF machine (`e_machine`) and byte order of `path` in the ext4
-/// image `image`, read with debugfs without mounting it.
-fn elf_machine_in_image(image: &Path, path: &str) -> (u16, bool) {
+/// The ELF machine (`e_machine`) of `path` in the ext4 image `image`, read
+/// with debugfs without mounting it (in the file's own byte order).
+fn elf_machine_in_image(image: &Path, path: &str) -> u16 {
     let out = std::process::Command::new("debugfs")
         .args(["-R", &format!("cat {path}")])
         .arg(image)
@@ -325,10 +325,12 @@ fn elf_machine_in_image(image: &Path, path: &str) -> (u16, bool) {
         .expect("debugfs runs");
     let head = &out.stdout;
     assert!(head.len() > 20 && head.starts_with(b"\x7fELF"), "{path} in {} is no ELF file", image.display());
-    let little = head[5] == 1;
-    let machine =
-        if little { u16::from_le_bytes([head[18], head[19]]) } else { u16::from_be_bytes([head[18], head[19]]) };
-    (machine, little)
+    let bytes = [head[18], head[19]];
+    if head[5] == 1 {
+        u16::from_le_bytes(bytes)
+    } else {
+        u16::from_be_bytes(bytes)
+    }
 }
 
 /// A guest arch's quick real build, and what its pack must be.
@@ -370,7 +372,7 @@ fn quick_real_build_on(want: &ForeignBuild) {
     assert_eq!(pack.image_sha256, sha256_file(&pack.image));
     assert_eq!(pack.linux_config.as_deref(), Some(want.config));
     assert!(pack.packages.iter().any(|p| p.starts_with(&format!("{}=", want.binutils))), "{:?}", pack.packages);
-    let (machine, _) = elf_machine_in_image(&pack.image, "/usr/src/linux-obj/scripts/basic/fixdep");
+    let machine = elf_machine_in_image(&pack.image, "/usr/src/linux-obj/scripts/basic/fixdep");
     assert_eq!(machine, want.elf_machine, "{arch}: the tree's host programs must be the guest's, not the host's");
 
     let w = doc.workloads.iter().find(|w| w.name == "kernbench").expect("a kernbench result");

@@ -180,8 +180,7 @@ fn guest_memory(
         }
         Ok(Ok(()))
     };
-    let host_available = host_available_mib;
-    let available = host_available.min(profile.max_usable_mem_mib.unwrap_or(u64::MAX));
+    let available = host_available_mib.min(profile.max_usable_mem_mib.unwrap_or(u64::MAX));
     let step = profile.mem_step_mib.max(1);
     let start = match choice {
         MemChoice::Mib(m) if m % step != 0 => bail!(
@@ -206,7 +205,7 @@ fn guest_memory(
     storage_at(start)?;
     let Err(why) = check(start)? else { return Ok(start) };
     let fits = least_mem_that_fits(start, available.max(start), step, |m| Ok(check(m)?.is_ok()))?;
-    let limit = if available < host_available {
+    let limit = if available < host_available_mib {
         format!("{}'s kernel can use ({available} MiB)", profile.arch)
     } else {
         format!("this host's available memory ({available} MiB)")

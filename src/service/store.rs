@@ -624,20 +624,23 @@ impl Store {
     }
 }
 
+/// The value of pragma `name` on `conn` as text (numbers in decimal,
+/// names lower-cased), as [`WRITER_PRAGMAS`] writes them.
+fn pragma_text(conn: &Connection, name: &str) -> rusqlite::Result<String> {
+    conn.pragma_query_value(None, name, |r| r.get::<_, rusqlite::types::Value>(0)).map(|v| match v {
+        rusqlite::types::Value::Integer(i) => i.to_string(),
+        rusqlite::types::Value::Text(t) => t.to_lowercase(),
+        other => format!("{other:?}"),
+    })
+}
+
 /// Runs [`WRITER_PRAGMAS`] on `conn` (the store at `path`) and checks that
 /// SQLite took each value: WAL cannot be set on every filesystem.
 fn set_writer_pragmas(conn: &Connection, path: &Path) -> Result<(), StoreError> {
     for (name, wanted) in WRITER_PRAGMAS {
         let err = |source| StoreError::Query { path: path.to_path_buf(), what: "setting a pragma", source };
         conn.pragma_update(None, name, wanted).map_err(err)?;
-        let got: String = conn
-            .pragma_query_value(None, name, |r| r.get::<_, rusqlite::types::Value>(0))
-            .map(|v| match v {
-                rusqlite::types::Value::Integer(i) => i.to_string(),
-                rusqlite::types::Value::Text(t) => t.to_lowercase(),
-                other => format!("{other:?}"),
-            })
-            .map_err(err)?;
+        let got = pragma_text(conn, name).map_err(err)?;
         if got != *wanted {
             return Err(StoreError::Pragma { path: path.to_path_buf(), name, wanted, got });
         }
@@ -768,13 +771,7 @@ pub(crate) mod tests {
     }
 
     fn pragma(conn: &Connection, name: &str) -> String {
-        conn.pragma_query_value(None, name, |r| r.get::<_, rusqlite::types::Value>(0))
-            .map(|v| match v {
-                rusqlite::types::Value::Integer(i) => i.to_string(),
-                rusqlite::types::Value::Text(t) => t,
-                other => format!("{other:?}"),
-            })
-            .unwrap()
+        pragma_text(conn, name).unwrap()
     }
 
     #[test]
