@@ -63,7 +63,7 @@ fn a_crashing_workload_its_orphans_a_hanging_late_step_and_a_dead_receiver_cost_
             "--upload-url",
             &url,
             "--upload-token",
-            "t0ken",
+            "t0ken-0123456789abcdef",
             "--append",
             "bootbench.test_fault=segv,orphans,late-hang bootbench.fork.count=100 \
              bootbench.upload_attempts=2 bootbench.upload_timeout=2",

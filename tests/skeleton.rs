@@ -456,7 +456,15 @@ fn the_hosts_own_upload_and_storage_keys_do_not_make_append_refused() {
     // A missing kernel is refused after the suite's checks, before a boot.
     let dir = scratch();
     let missing = dir.path().join("vmlinuz-missing");
-    let mut c = bootbench(["run", "--accel", "tcg", "--upload-url", "http://10.0.2.2:9/", "--upload-token", "t"]);
+    let mut c = bootbench([
+        "run",
+        "--accel",
+        "tcg",
+        "--upload-url",
+        "http://10.0.2.2:9/",
+        "--upload-token",
+        "t-0123456789abcdef01",
+    ]);
     c.args(["--append", "bootbench.ip=dhcp bootbench.upload_attempts=5", "--kernel"]).arg(&missing);
     let run = run_refused(c);
     assert!(run.stderr.contains(&format!("kernel image {}", missing.display())), "got past the checks: {}", run.stderr);

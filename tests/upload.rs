@@ -2,9 +2,15 @@
 //! to a receiver on the host's 127.0.0.1. Three boots:
 //! 1. through a fault-injecting proxy: a 5xx, a server too slow to answer,
 //!    the server gone (connections refused), then a slow but working one:
-//!    the guest retries with backoff until the run is stored, once;
+//!    the guest retries with backoff until the run is stored, once; the
+//!    host then uploads its envelope there too. The token is random and
+//!    comes from a file: it is in the secrets segment only, never in QEMU's
+//!    argv (watched while the boot runs), the results file, the console log
+//!    or the store;
 //! 2. a wrong token, with the guest's own DHCP client: refused at once,
-//!    the reason in the guest's report, nothing stored;
+//!    the reason in the guest's report, nothing stored, `run` exits 3; a
+//!    token-like key given through `--append` is warned about and kept out
+//!    of the results file;
 //! 3. `bootbench run --serve`: the receiver started by the run itself,
 //!    and the envelope says the run arrived identical to the console's.
 //!
@@ -26,13 +32,58 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-const TOKEN: &str = "e2e-token-5f3a";
+/// A fresh random token: a leak of it cannot be a coincidence.
+fn random_token() -> String {
+    format!("e2e-{}", uuid::Uuid::new_v4().simple())
+}
 
-fn receiver(dir: &Path) -> (Receiver, std::path::PathBuf) {
+/// `token` in a file only its owner reads.
+fn token_file(dir: &Path, token: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("token");
+    std::fs::write(&path, format!("{token}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}
+
+/// Every QEMU argv seen while a boot runs: `/proc/*/cmdline` read every
+/// 50 ms until the returned flag is set.
+fn watch_qemu_argv() -> (Arc<std::sync::atomic::AtomicBool>, thread::JoinHandle<Vec<String>>) {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s = stop.clone();
+    let handle = thread::spawn(move || {
+        let mut seen = Vec::new();
+        while !s.load(std::sync::atomic::Ordering::Relaxed) {
+            for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+                let Ok(raw) = std::fs::read(e.path().join("cmdline")) else { continue };
+                let argv = String::from_utf8_lossy(&raw).replace('\0', " ");
+                if argv.contains("qemu-system") && !seen.contains(&argv) {
+                    seen.push(argv);
+                }
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        seen
+    });
+    (stop, handle)
+}
+
+/// Every file of the store (the database and its WAL) as text.
+fn store_bytes(db: &Path) -> String {
+    let mut all = Vec::new();
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = db.as_os_str().to_owned();
+        p.push(suffix);
+        all.extend(std::fs::read(std::path::PathBuf::from(p)).unwrap_or_default());
+    }
+    String::from_utf8_lossy(&all).into_owned()
+}
+
+fn receiver(dir: &Path, token: &str) -> (Receiver, std::path::PathBuf) {
     let db = dir.join("received.db");
     let r = Receiver::start(ServeConfig {
         db: db.clone(),
-        token: TOKEN.into(),
+        token: token.into(),
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         max_bytes: 16 << 20,
         log_prefix: Some("receiver: ".into()),
@@ -66,7 +117,7 @@ fn complete_with_report(b: &BootRecord, run: &support::CliRun) -> (UploadRecord,
     assert_eq!(doc.status, loads::schema::Status::Complete, "{:?}", doc.errors);
     console_document(b);
     assert!(b.console_log.contains("@@BOOTBENCH EVENT upload "), "no upload event on the console");
-    assert!(!doc.provenance.kernel.cmdline.contains(TOKEN), "the token leaked into the result");
+    assert!(!doc.provenance.kernel.cmdline.contains("bootbench.token"), "a token key reached the guest's cmdline");
     let rec = b.upload.clone().unwrap_or_else(|| panic!("no upload record:\n{}", run.transcript()));
     let report = rec.guest.clone().unwrap_or_else(|| panic!("no guest report: {rec:?}\n{}", b.console_log));
     (rec, report)
@@ -173,23 +224,28 @@ fn fault_proxy(upstream: SocketAddr, hang: Duration, down: Duration, slow: Durat
 fn guest_retries_through_5xx_a_hung_server_and_refused_connections_until_stored_once() {
     support::require_x86_64_boot();
     let dir = support::scratch();
-    let (recv, db) = receiver(dir.path());
+    let token = random_token();
+    let (recv, db) = receiver(dir.path(), &token);
+    let token_path = token_file(dir.path(), &token);
     // The guest gives up on a request after 3 s: the hung one takes 8.
     let (port, log) =
         fault_proxy(recv.addr(), Duration::from_secs(8), Duration::from_secs(6), Duration::from_millis(1500));
     let out = dir.path().join("r.json");
     let url = format!("http://10.0.2.2:{port}");
+    let (stop, watcher) = watch_qemu_argv();
     let run = boot(
         &out,
         &[
             "--upload-url",
             &url,
-            "--upload-token",
-            TOKEN,
+            "--upload-token-file",
+            token_path.to_str().unwrap(),
             "--append",
             "bootbench.upload_attempts=10 bootbench.upload_timeout=3",
         ],
     );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let argvs = watcher.join().unwrap();
     run.assert_success();
     let b = support::only_boot(&out, &run);
     let (rec, g) = complete_with_report(&b, &run);
@@ -202,7 +258,11 @@ fn guest_retries_through_5xx_a_hung_server_and_refused_connections_until_stored_
     assert!(g.history.iter().any(|h| h == "refused"), "no attempt met the closed port: {g:?}");
     assert_eq!(g.history.last().map(String::as_str), Some("201"), "{g:?}");
     assert_eq!(proxy.first().map(String::as_str), Some("503"));
-    assert_eq!(proxy.iter().filter(|p| p.starts_with("forwarded")).count(), 1, "{proxy:?}");
+    // The guest's document, then the host's envelope.
+    let forwarded: Vec<&String> = proxy.iter().filter(|p| p.starts_with("forwarded")).collect();
+    assert_eq!(forwarded, ["forwarded 201", "forwarded 201"], "{proxy:?}");
+    let envelope = rec.envelope.clone().unwrap_or_else(|| panic!("no envelope report: {rec:?}"));
+    assert_eq!(envelope.verdict, Verdict::Stored, "{envelope:?}");
     // Exponential backoff from 0.5 s, doubling, up to +100% jitter.
     for (i, d) in g.delays_ms.iter().enumerate().skip(1) {
         let base = (500u64 << (i - 1)).min(8000);
@@ -218,7 +278,7 @@ fn guest_retries_through_5xx_a_hung_server_and_refused_connections_until_stored_
     let again = results_uploader::upload(
         &results_uploader::UploadRequest {
             base_url: &format!("http://{}", recv.addr()),
-            token: TOKEN,
+            token: &token,
             run_id: &id,
             body: console_document(&b).as_bytes(),
         },
@@ -226,8 +286,24 @@ fn guest_retries_through_5xx_a_hung_server_and_refused_connections_until_stored_
     );
     assert_eq!(again.verdict, Verdict::AlreadyStored, "{again:?}");
     assert_eq!(document_rows(&db, &id), 1);
+    match store::load_run(&db, &id).unwrap() {
+        StoredRun::Envelope(f) => assert_eq!(f.boots[0].boot.classification, "ok"),
+        other => panic!("expected the host envelope in the store, got {other:?}"),
+    }
+    // The token is nowhere but in the secrets segment.
+    assert!(argvs.iter().any(|a| a.contains("-initrd")), "QEMU was never seen running: {argvs:?}");
+    for a in &argvs {
+        assert!(!a.contains(&token), "the token is in QEMU's argv: {a}");
+    }
     let text = std::fs::read_to_string(&out).unwrap();
-    assert!(!text.contains(TOKEN), "the token is in the results file");
+    assert!(!text.contains(&token), "the token is in the results file");
+    assert!(b.console_log.contains("Kernel command line:"), "the console log does not echo the cmdline");
+    assert!(!b.console_log.contains(&token), "the token is in the console log");
+    assert!(!run.transcript().contains(&token), "the token is in run's output");
+    recv.stop().unwrap();
+    let stored = store_bytes(&db);
+    assert!(stored.len() > 4096, "the store is empty");
+    assert!(!stored.contains(&token), "the token is in the store");
 }
 
 #[test]
@@ -235,12 +311,18 @@ fn guest_retries_through_5xx_a_hung_server_and_refused_connections_until_stored_
 fn a_wrong_token_is_refused_at_once_and_reported_by_the_guest_which_used_dhcp() {
     support::require_x86_64_boot();
     let dir = support::scratch();
-    let (recv, db) = receiver(dir.path());
+    let (recv, db) = receiver(dir.path(), &random_token());
     let out = dir.path().join("r.json");
     let url = format!("http://10.0.2.2:{}", recv.addr().port());
-    let run = boot(&out, &["--upload-url", &url, "--upload-token", "not-the-token", "--append", "bootbench.ip=dhcp"]);
-    // A failed upload loses nothing: the run itself succeeded.
-    run.assert_success();
+    // A user's own secret on the cmdline: warned about, kept out of records.
+    let lab_secret = random_token();
+    let append = format!("bootbench.ip=dhcp lab.api_token={lab_secret}");
+    let run = boot(&out, &["--upload-url", &url, "--upload-token", &random_token(), "--append", &append]);
+    // A failed upload loses nothing, and has an exit status of its own.
+    assert_eq!(run.code(), Some(3), "{}", run.transcript());
+    assert!(run.stderr.contains("run: boot 1: upload FAILED"), "{}", run.transcript());
+    assert!(run.stderr.contains("visible in QEMU's argv"), "{}", run.transcript());
+    assert!(!std::fs::read_to_string(&out).unwrap().contains(&lab_secret), "--append's secret is in the results file");
     let b = support::only_boot(&out, &run);
     let (rec, g) = complete_with_report(&b, &run);
     eprintln!("guest: {g:?}\nnetwork: {:?}", rec.network);

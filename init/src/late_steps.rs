@@ -10,6 +10,7 @@ use crate::module_loader;
 use crate::result_channels::{self, console_line, say};
 use crate::result_upload::{self, UploadPlan};
 use crate::scratch_storage;
+use crate::secrets::Secrets;
 use crate::test_faults::Faults;
 use loads::console_protocol::{self, EVENT_LATE_STEP};
 use loads::error_chain::error_chain;
@@ -36,9 +37,9 @@ pub struct LateSteps {
 }
 
 impl LateSteps {
-    /// The plan for a run with these cmdline keys.
-    pub fn new(cmdline: &CmdlineConfig, load_modules: bool) -> LateSteps {
-        LateSteps { load_modules, port: cmdline.port.clone(), upload: result_upload::plan(cmdline) }
+    /// The plan for a run with these cmdline keys and the secrets segment.
+    pub fn new(cmdline: &CmdlineConfig, load_modules: bool, secrets: Secrets) -> LateSteps {
+        LateSteps { load_modules, port: cmdline.port.clone(), upload: result_upload::plan(cmdline, secrets) }
     }
 
     /// The bound on the network and upload step (zero without an upload).

@@ -24,6 +24,7 @@ mod quiesce;
 mod result_channels;
 mod result_upload;
 mod scratch_storage;
+mod secrets;
 mod signals;
 mod system_setup;
 mod test_faults;
@@ -82,7 +83,12 @@ fn main() {
     let accel = cmdline.as_ref().ok().and_then(|c| c.accel.clone());
     let load_modules = cmdline.as_ref().ok().and_then(|c| c.load_modules).unwrap_or(true);
     let cmdline_keys = cmdline.as_ref().ok().cloned().unwrap_or_default();
-    let late = late_steps::LateSteps::new(&cmdline_keys, load_modules);
+    // Before any workload: read and remove the secrets segment.
+    let (secrets, secret_errors) = secrets::take();
+    for e in &secret_errors {
+        say(&format!("secrets: {}", error_chain(e)));
+    }
+    let late = late_steps::LateSteps::new(&cmdline_keys, load_modules, secrets);
     let faults = test_faults::Faults::new(&cmdline_keys.test_faults);
     let config = cmdline.and_then(|c| config::load(&c));
 
@@ -313,7 +319,7 @@ mod tests {
                 let suite = c.apply(loads::suite::Suite::builtin("quick").unwrap()).unwrap();
                 let _ = watchdog_deadline(Instant::now(), suite.watchdog_s);
                 let _ = Duration::from_secs(c.alive_s.unwrap_or(console_protocol::ALIVE_INTERVAL_S));
-                let late = late_steps::LateSteps::new(&c, true);
+                let late = late_steps::LateSteps::new(&c, true, secrets::Secrets::default());
                 // The host's default silence timeout is 300 s; the upload
                 // prints an event per attempt, and its bound stays below.
                 assert!(late.upload_limit() < Duration::from_secs(300), "{key}={v}: {:?}", late.upload_limit());

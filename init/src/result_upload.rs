@@ -7,6 +7,7 @@
 
 use crate::network::{self, NetRequest};
 use crate::result_channels::{console_line, say};
+use crate::secrets::Secrets;
 use loads::console_protocol;
 use loads::error_chain::error_chain;
 use loads::suite::CmdlineConfig;
@@ -17,21 +18,36 @@ use results_uploader::{
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-/// Where and how to upload, from the cmdline.
-#[derive(Debug, Clone, PartialEq)]
+/// Where and how to upload, from the cmdline and the secrets segment.
+#[derive(Clone, PartialEq)]
 pub struct UploadPlan {
     /// The receiver's base URL.
     pub url: String,
-    /// The bearer token.
+    /// The bearer token: the secrets segment's, else `bootbench.token`;
+    /// empty when neither has one (the upload then fails, saying so).
     pub token: String,
+    /// Extra certificate authorities (PEM) from the secrets segment.
+    pub ca_pem: Option<Vec<u8>>,
     /// Network settings.
     pub net: NetRequest,
     /// Retry bounds.
     pub policy: RetryPolicy,
 }
 
+impl std::fmt::Debug for UploadPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UploadPlan")
+            .field("url", &self.url)
+            .field("token", &loads::suite::REDACTED)
+            .field("ca_pem_bytes", &self.ca_pem.as_ref().map(Vec::len))
+            .field("net", &self.net)
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
+
 /// The plan, when the cmdline asks for an upload.
-pub fn plan(cmdline: &CmdlineConfig) -> Option<UploadPlan> {
+pub fn plan(cmdline: &CmdlineConfig, secrets: Secrets) -> Option<UploadPlan> {
     let url = cmdline.upload.clone()?;
     let mut policy = RetryPolicy::default();
     if let Some(n) = cmdline.upload_attempts {
@@ -43,7 +59,8 @@ pub fn plan(cmdline: &CmdlineConfig) -> Option<UploadPlan> {
     }
     Some(UploadPlan {
         url,
-        token: cmdline.token.clone().unwrap_or_default(),
+        token: secrets.upload_token.or_else(|| cmdline.token.clone()).unwrap_or_default(),
+        ca_pem: secrets.upload_ca_pem,
         net: NetRequest {
             iface: cmdline.iface.clone(),
             ip: cmdline.ip,
@@ -85,6 +102,18 @@ impl UploadPlan {
 /// the outcome. Returns the report (also printed).
 pub fn deliver(plan: &UploadPlan, run_id: &str, document: &str) -> UploadReport {
     let started = Instant::now();
+    if plan.token.is_empty() {
+        let report = not_attempted(
+            &plan.url,
+            started,
+            format!(
+                "no upload token: the initramfs has no {} (the host's secrets segment) and the cmdline no bootbench.token",
+                loads::guest_secrets::UPLOAD_TOKEN_FILE
+            ),
+        );
+        finish(&report);
+        return report;
+    }
     let configured = match network::bring_up(&plan.net) {
         Ok(c) => c,
         Err((step, e)) => {
@@ -134,4 +163,37 @@ fn finish(report: &UploadReport) {
         ),
     };
     say(&human);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmdline(text: &str) -> CmdlineConfig {
+        CmdlineConfig::parse(text).unwrap()
+    }
+
+    #[test]
+    fn the_segments_token_wins_over_the_cmdlines_and_neither_is_printed() {
+        let seg = Secrets { upload_token: Some("from-the-segment-0123".into()), upload_ca_pem: Some(b"PEM".to_vec()) };
+        let p = plan(&cmdline("bootbench.upload=http://10.0.2.2:9 bootbench.token=from-cmdline"), seg.clone()).unwrap();
+        assert_eq!(p.token, "from-the-segment-0123");
+        assert_eq!(p.ca_pem.as_deref(), Some(&b"PEM"[..]));
+        let shown = format!("{p:?}");
+        assert!(!shown.contains("from-the-segment") && !shown.contains("PEM"), "{shown}");
+        let p = plan(&cmdline("bootbench.upload=http://10.0.2.2:9 bootbench.token=from-cmdline"), Secrets::default());
+        assert_eq!(p.unwrap().token, "from-cmdline");
+        assert!(plan(&cmdline("quiet"), seg).is_none(), "no upload asked for");
+    }
+
+    #[test]
+    fn an_upload_without_any_token_fails_before_the_network_saying_why() {
+        let p = plan(&cmdline("bootbench.upload=http://10.0.2.2:9"), Secrets::default()).unwrap();
+        assert!(p.token.is_empty());
+        let r = deliver(&p, "run-1", "{}");
+        assert_eq!(r.verdict, Verdict::Failed);
+        assert_eq!(r.attempts, 0);
+        let why = r.error.unwrap_or_default();
+        assert!(why.contains("no upload token") && why.contains("upload-token"), "{why}");
+    }
 }

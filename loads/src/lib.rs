@@ -22,7 +22,7 @@
 //!   `provenance`, `quiet`, `system_counters`.
 //! - At the bottom: `schema`, `console_protocol`, `reap`, `measure`,
 //!   `applet_argv` (how to exec an applet), `error_chain`, `known_loadfiles`,
-//!   `fd_limit`.
+//!   `fd_limit`, `guest_secrets` (where the guest finds its secrets).
 
 pub mod applet_argv;
 pub mod applets;
@@ -31,6 +31,7 @@ pub mod console_protocol;
 pub mod error_chain;
 pub mod fd_limit;
 pub mod file_tools;
+pub mod guest_secrets;
 pub mod kernel_build;
 pub mod known_loadfiles;
 pub mod measure;

@@ -12,6 +12,8 @@ pub mod init_build;
 pub mod kernels;
 pub mod options;
 pub mod order;
+pub mod redaction;
 pub mod run_upload;
 pub mod scratch_disk;
+pub mod secrets_segment;
 pub mod session;

@@ -120,12 +120,25 @@ pub struct RunOptions {
     #[arg(long, requires = "serve")]
     pub serve_db: Option<PathBuf>,
     /// Have the guest upload to this receiver (as the guest sees it: the
-    /// host's 127.0.0.1 is 10.0.2.2).
-    #[arg(long, requires = "upload_token")]
+    /// host's 127.0.0.1 is 10.0.2.2); the host also uploads each boot's
+    /// envelope there.
+    #[arg(long)]
     pub upload_url: Option<String>,
-    /// The bearer token for --upload-url.
-    #[arg(long, requires = "upload_url")]
+    /// The bearer token for --upload-url. It reaches the guest in a
+    /// secrets segment of the initramfs, never on the kernel cmdline; but
+    /// on this host's command line `ps` shows it: prefer
+    /// --upload-token-file.
+    #[arg(long, requires = "upload_url", conflicts_with = "upload_token_file")]
     pub upload_token: Option<String>,
+    /// Read the bearer token for --upload-url from this file (its first
+    /// line; the file must not be readable by group or others).
+    #[arg(long, requires = "upload_url")]
+    pub upload_token_file: Option<PathBuf>,
+    /// Extra certificate authorities (PEM) the guest trusts for an https
+    /// --upload-url, besides the bundled public roots: a lab's own CA.
+    /// Packed in the secrets segment.
+    #[arg(long, requires = "upload_url")]
+    pub upload_ca_file: Option<PathBuf>,
     /// Boot order with several kernels: interleaved (A B A B ...),
     /// sequential (A A ... B B ...) or random (each round in a random order).
     #[arg(long, value_enum, default_value = "interleaved")]

@@ -1,18 +1,22 @@
 //! The upload side of `bootbench run`. With `--serve` it starts a receiver
 //! on 127.0.0.1 (a free port) for the run's duration, so nobody has to
 //! start one by hand; with `--upload-url` the guest uploads elsewhere.
-//! Either way it says what the guest is told (`bootbench.upload`,
-//! `bootbench.token`), which NIC modules the image needs, and after each
-//! boot what became of the upload (the guest's `upload` event, and with
-//! `--serve` whether the run arrived intact). It also keeps the upload
-//! token out of the results file. It never changes the measurements.
+//! Either way it says what the guest is told (`bootbench.upload` on the
+//! cmdline; the token, and a lab's CA, in the secrets segment appended to
+//! the image: [`crate::boot::secrets_segment`]), which NIC modules the
+//! image needs, and after each boot what became of the upload (the guest's
+//! `upload` event, and with `--serve` whether the run arrived intact). It
+//! also delivers the host's envelope of each boot (QEMU's argv, the console
+//! log, the classification) to the same store, so the lab has the whole
+//! record. It never changes the measurements.
 
+use crate::boot::secrets_segment::GuestSecrets;
 pub use crate::results::upload::UploadRecord;
 use crate::results::{BootRecord, ResultsFile};
-use crate::service::receiver::{Receiver, ServeConfig, DEFAULT_MAX_BYTES};
+use crate::service::receiver::{read_token, Receiver, ServeConfig, DEFAULT_MAX_BYTES};
 use crate::service::store::{self, PutOutcome, RunKind, Store};
 use anyhow::Context;
-use results_uploader::{UploadReport, EVENT_NETWORK, EVENT_UPLOAD};
+use results_uploader::{UploadReport, UploadRequest, UploadSettings, EVENT_NETWORK, EVENT_UPLOAD};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
@@ -23,10 +27,23 @@ pub const NET_MODULES: &[&str] = &["virtio_net", "virtio_pci"];
 /// How QEMU user networking shows the host's 127.0.0.1 to the guest.
 pub const HOST_FROM_GUEST: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 2);
 
+/// Where the upload's token comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum TokenSource<'a> {
+    /// `--upload-token T` (visible in `ps` on this host).
+    Given(&'a str),
+    /// `--upload-token-file F`.
+    File(&'a Path),
+}
+
 /// The upload arrangement of one `bootbench run`.
 pub struct RunUpload {
     guest_url: String,
-    token: String,
+    /// Where the host sends the envelopes: `--upload-url` as this host
+    /// reaches it (10.0.2.2 is the guest's name for 127.0.0.1); `None` with
+    /// `--serve`, whose store the host writes directly.
+    host_url: Option<String>,
+    secrets: GuestSecrets,
     receiver: Option<Receiver>,
     store: Option<Store>,
     keep_db: Option<PathBuf>,
@@ -36,15 +53,26 @@ impl std::fmt::Debug for RunUpload {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunUpload")
             .field("guest_url", &self.guest_url)
+            .field("host_url", &self.host_url)
             .field("serving", &self.receiver.is_some())
             .finish()
     }
 }
 
+/// `url` (as the guest reaches it) as this host reaches it: QEMU's name
+/// for the host's loopback, 10.0.2.2, becomes 127.0.0.1.
+pub fn host_view(url: &str) -> anyhow::Result<String> {
+    let mut u = results_uploader::parse_base_url(url)?;
+    if u.host_str() == Some(&HOST_FROM_GUEST.to_string()) {
+        u.set_host(Some("127.0.0.1")).map_err(|e| anyhow::anyhow!("cannot rewrite {url}: {e}"))?;
+    }
+    Ok(u.as_str().trim_end_matches('/').to_string())
+}
+
 impl RunUpload {
     /// Starts a receiver on 127.0.0.1 with a fresh random token; its store
     /// is `db`, or a file in `work_dir` that goes away with the run.
-    pub fn serve(db: Option<&Path>, work_dir: &Path) -> anyhow::Result<RunUpload> {
+    pub fn serve(db: Option<&Path>, work_dir: &Path, ca_file: Option<&Path>) -> anyhow::Result<RunUpload> {
         let token = uuid::Uuid::new_v4().simple().to_string();
         let path = db.map(Path::to_path_buf).unwrap_or_else(|| work_dir.join("received.db"));
         let receiver = Receiver::start(ServeConfig {
@@ -63,42 +91,47 @@ impl RunUpload {
         let store = Store::open(&path)?;
         Ok(RunUpload {
             guest_url,
-            token,
+            host_url: None,
+            secrets: GuestSecrets { upload_token: token, upload_ca_pem: read_ca(ca_file)? },
             receiver: Some(receiver),
             store: Some(store),
             keep_db: db.map(Path::to_path_buf),
         })
     }
 
-    /// The guest uploads to `url` (as the guest sees it) with `token`.
-    pub fn elsewhere(url: &str, token: &str) -> anyhow::Result<RunUpload> {
+    /// The guest uploads to `url` (as the guest sees it) with the token
+    /// from `token`, trusting the extra CAs of `ca_file` for https.
+    pub fn elsewhere(url: &str, token: TokenSource<'_>, ca_file: Option<&Path>) -> anyhow::Result<RunUpload> {
+        let token = match token {
+            TokenSource::Given(t) => read_token(Some(t), None).context("--upload-token")?,
+            TokenSource::File(f) => read_token(None, Some(f)).context("--upload-token-file")?,
+        };
         // The same checks the guest applies, so a typo fails here, not after a boot.
-        loads::suite::CmdlineConfig::parse(&format!("bootbench.upload={url} bootbench.token={token}"))
-            .context("bad --upload-url or --upload-token")?;
+        loads::suite::CmdlineConfig::parse(&format!("bootbench.upload={url}")).context("bad --upload-url")?;
         Ok(RunUpload {
             guest_url: url.to_string(),
-            token: token.to_string(),
+            host_url: Some(host_view(url)?),
+            secrets: GuestSecrets { upload_token: token, upload_ca_pem: read_ca(ca_file)? },
             receiver: None,
             store: None,
             keep_db: None,
         })
     }
 
-    /// The kernel cmdline keys that make the guest upload.
-    pub fn cmdline_keys(&self) -> [(&'static str, &str); 2] {
-        [("bootbench.upload", &self.guest_url), ("bootbench.token", &self.token)]
+    /// The kernel cmdline keys that make the guest upload. The token is
+    /// not one of them: it goes in the secrets segment.
+    pub fn cmdline_keys(&self) -> [(&'static str, &str); 1] {
+        [("bootbench.upload", &self.guest_url)]
     }
 
-    /// Replaces the token wherever the envelope would carry it (cmdline,
-    /// QEMU argv, console log).
-    pub fn redact(&self, boot: &mut BootRecord) {
-        boot.cmdline = loads::suite::redact_secrets(&boot.cmdline);
-        for a in &mut boot.qemu.argv {
-            *a = loads::suite::redact_secrets(a);
-        }
-        if boot.console_log.contains(&self.token) {
-            boot.console_log = boot.console_log.replace(&self.token, "<redacted>");
-        }
+    /// What the guest's secrets segment holds.
+    pub fn guest_secrets(&self) -> &GuestSecrets {
+        &self.secrets
+    }
+
+    /// Values that must not appear in anything recorded.
+    pub fn secret_values(&self) -> Vec<String> {
+        vec![self.secrets.upload_token.clone()]
     }
 
     /// What became of the upload of the boot that printed `events` and
@@ -127,35 +160,41 @@ impl RunUpload {
         rec
     }
 
-    /// With `--serve`, also keeps the host's envelope of `boot` in the
-    /// store, so `compare` can take the run from there with everything
-    /// the host knew.
-    pub fn store_envelope(&mut self, boot: &BootRecord) -> anyhow::Result<()> {
-        let (Some(store), Some(doc)) = (&mut self.store, &boot.result) else { return Ok(()) };
+    /// Delivers the host's envelope of `boot` next to the guest's document:
+    /// with `--serve` straight into the store, with `--upload-url` by HTTP
+    /// to the receiver (its report is returned). A boot without a guest
+    /// document has no run id to store it under: `Ok(None)`.
+    pub fn deliver_envelope(&mut self, boot: &BootRecord) -> anyhow::Result<Option<UploadReport>> {
+        let Some(doc) = &boot.result else { return Ok(None) };
         let one = ResultsFile { boots: vec![boot.clone()], ..ResultsFile::default() };
         let body = serde_json::to_vec(&one).context("cannot serialise the envelope")?;
-        let run = store::validate(body, &doc.run_id).context("the envelope is not storable")?;
-        match store.put(&run, None)? {
-            PutOutcome::Stored | PutOutcome::AlreadyStored => Ok(()),
-            PutOutcome::Conflict { .. } => {
-                anyhow::bail!("the store already holds a different envelope for run {}", doc.run_id)
-            }
+        if let Some(store) = &mut self.store {
+            let run = store::validate(body, &doc.run_id).context("the envelope is not storable")?;
+            return match store.put(&run, None)? {
+                PutOutcome::Stored | PutOutcome::AlreadyStored => Ok(None),
+                PutOutcome::Conflict { .. } => {
+                    anyhow::bail!("the store already holds a different envelope for run {}", doc.run_id)
+                }
+            };
         }
+        let Some(url) = &self.host_url else { return Ok(None) };
+        let settings = UploadSettings::host();
+        let req = UploadRequest { base_url: url, token: &self.secrets.upload_token, run_id: &doc.run_id, body: &body };
+        Ok(Some(UploadReport::from(&results_uploader::upload(&req, &settings))))
     }
 
-    /// Completes a boot's envelope: the token redacted, the upload record
-    /// (from the boot's `events` and the console's `console_document`
-    /// text), a progress line, and with `--serve` the envelope kept in the
-    /// store.
+    /// Completes a boot's envelope: the upload record (from the boot's
+    /// `events` and the console's `console_document` text), the host's
+    /// envelope delivered, and a progress line.
     pub fn attach(&mut self, record: &mut BootRecord, events: &[(String, String)], console_document: Option<&str>) {
-        self.redact(record);
         let run_id = record.result.as_ref().map(|d| d.run_id.clone());
-        let rec = self.record(events, console_document, run_id.as_deref());
+        let mut rec = self.record(events, console_document, run_id.as_deref());
+        match self.deliver_envelope(record) {
+            Ok(report) => rec.envelope = report,
+            Err(e) => rec.envelope_error = Some(format!("{e:#}")),
+        }
         eprintln!("run: boot {}: {}", record.boot.index + 1, describe(&rec));
         record.upload = Some(rec);
-        if let Err(e) = self.store_envelope(record) {
-            eprintln!("run: cannot keep the host envelope in the store: {e:#}");
-        }
     }
 
     /// Stops the receiver; says where the runs are when the store is kept.
@@ -169,6 +208,16 @@ impl RunUpload {
         }
         Ok(())
     }
+}
+
+/// The extra CA file's PEM text, checked to hold a certificate.
+fn read_ca(ca_file: Option<&Path>) -> anyhow::Result<Option<Vec<u8>>> {
+    let Some(path) = ca_file else { return Ok(None) };
+    let pem = std::fs::read(path).with_context(|| format!("cannot read --upload-ca-file {}", path.display()))?;
+    if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+        anyhow::bail!("--upload-ca-file {}: no PEM certificate (-----BEGIN CERTIFICATE-----) in it", path.display());
+    }
+    Ok(Some(pem))
 }
 
 /// How a kernel config builds `option` (`CONFIG_<option>`): `y`, `m`,
@@ -238,7 +287,15 @@ pub fn describe(rec: &UploadRecord) -> String {
         (Some(false), _) => "; the receiver does NOT have it",
         (None, _) => "",
     };
-    format!("upload {guest}{arrived}")
+    let envelope = match (&rec.envelope, &rec.envelope_error) {
+        (_, Some(e)) => format!("; the host's envelope was not delivered: {e}"),
+        (Some(r), None) if r.verdict.delivered() => format!("; the host's envelope {}", r.verdict.name()),
+        (Some(r), None) => {
+            format!("; the host's envelope {}: {}", r.verdict.name(), r.error.as_deref().unwrap_or("no reason"))
+        }
+        (None, None) => String::new(),
+    };
+    format!("upload {guest}{arrived}{envelope}")
 }
 
 #[cfg(test)]
@@ -248,7 +305,7 @@ mod tests {
 
     #[test]
     fn records_read_the_guests_events() {
-        let up = RunUpload::elsewhere("http://10.0.2.2:9", "tok").unwrap();
+        let up = RunUpload::elsewhere("http://10.0.2.2:9", TokenSource::Given("tok-0123456789abcdef"), None).unwrap();
         let report = UploadReport {
             verdict: Verdict::Refused,
             http_status: Some(403),
@@ -276,10 +333,41 @@ mod tests {
 
     #[test]
     fn bad_upload_settings_fail_before_booting() {
-        let e = format!("{:#}", RunUpload::elsewhere("10.0.2.2:8080", "t").unwrap_err());
+        let good = TokenSource::Given("tok-0123456789abcdef");
+        let e = format!("{:#}", RunUpload::elsewhere("10.0.2.2:8080", good, None).unwrap_err());
         assert!(e.contains("bootbench.upload"), "{e}");
-        let e = format!("{:#}", RunUpload::elsewhere("http://10.0.2.2:8080", "a\u{7f}").unwrap_err());
-        assert!(e.contains("bootbench.token"), "{e}");
+        let e = format!(
+            "{:#}",
+            RunUpload::elsewhere("http://10.0.2.2:8080", TokenSource::Given("a\u{7f}bcdefghijklmnopq"), None)
+                .unwrap_err()
+        );
+        assert!(e.contains("--upload-token"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, "not a certificate").unwrap();
+        let e = format!("{:#}", RunUpload::elsewhere("http://10.0.2.2:8080", good, Some(&ca)).unwrap_err());
+        assert!(e.contains("--upload-ca-file") && e.contains("ca.pem") && e.contains("no PEM certificate"), "{e}");
+        let missing = dir.path().join("missing.pem");
+        let e = format!("{:#}", RunUpload::elsewhere("http://10.0.2.2:8080", good, Some(&missing)).unwrap_err());
+        assert!(e.contains("missing.pem"), "{e}");
+    }
+
+    #[test]
+    fn the_token_goes_in_the_secrets_segment_not_on_the_cmdline() {
+        let up =
+            RunUpload::elsewhere("http://10.0.2.2:8080", TokenSource::Given("tok-0123456789abcdef"), None).unwrap();
+        let keys = format!("{:?}", up.cmdline_keys());
+        assert!(!keys.contains("tok-0123456789abcdef") && !keys.contains("token"), "{keys}");
+        assert_eq!(up.guest_secrets().upload_token, "tok-0123456789abcdef");
+        assert_eq!(up.secret_values(), ["tok-0123456789abcdef"]);
+        assert!(!format!("{up:?}").contains("tok-0123"));
+    }
+
+    #[test]
+    fn the_host_reaches_the_guests_name_for_its_loopback_at_127_0_0_1() {
+        assert_eq!(host_view("http://10.0.2.2:8080").unwrap(), "http://127.0.0.1:8080");
+        assert_eq!(host_view("https://lab.example:8443/").unwrap(), "https://lab.example:8443");
+        assert_eq!(host_view("http://10.0.2.22:80").unwrap(), "http://10.0.2.22");
     }
 
     #[test]
@@ -298,20 +386,5 @@ mod tests {
         let e = image_modules(Some(&cfg), false, vec![]).unwrap_err().to_string();
         assert!(e.contains("--modules-dir"), "{e}");
         assert!(image_modules(None, false, vec![]).unwrap().is_empty());
-    }
-
-    #[test]
-    fn tokens_are_redacted_from_the_envelope() {
-        let up = RunUpload::elsewhere("http://10.0.2.2:9", "s3cret").unwrap();
-        let mut b = BootRecord {
-            cmdline: "console=ttyS0 bootbench.token=s3cret".into(),
-            console_log: "Kernel command line: bootbench.token=s3cret\n".into(),
-            ..BootRecord::default()
-        };
-        b.qemu.argv = vec!["-append".into(), "console=ttyS0 bootbench.token=s3cret quiet".into()];
-        up.redact(&mut b);
-        let all = serde_json::to_string(&b).unwrap();
-        assert!(!all.contains("s3cret"), "{all}");
-        assert!(b.cmdline.contains("bootbench.token=<redacted>"));
     }
 }

@@ -8,6 +8,7 @@
 use crate::boot::image::{self as boot_image, ImageSpec, RESULT_PORT_MODULES};
 use crate::boot::kernels::{resolve_kernels, KernelUnderTest};
 use crate::boot::options::{group_label, parse_variants, MemChoice, RunOptions, Variant, BASE_MEM_MIB};
+use crate::boot::run_upload::{RunUpload, TokenSource};
 use crate::results::{
     BootInfo, BootRecord, ChannelReport, InitramfsRef, KeptWorkloads, KernelRef, MachineShape, QemuRef, ResultsFile,
 };
@@ -350,6 +351,20 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
             }
         })
     };
+    let mut uploads = upload_arrangement(args, work.path())?;
+    // Values no record may hold: the run's token, and those of secret keys
+    // given through --append or --variant (which QEMU's argv shows).
+    let mut secrets = uploads.as_ref().map(RunUpload::secret_values).unwrap_or_default();
+    for words in args.append.iter().chain(variants.iter().map(|v| &v.words)) {
+        let found = loads::suite::secret_values(words);
+        if !found.is_empty() {
+            eprintln!(
+                "run: a secret key in the cmdline words '{}' is visible in QEMU's argv to every user of this host and in /proc/cmdline to every process of the guest; the upload token belongs in --upload-token-file",
+                loads::suite::redact_secrets(words)
+            );
+        }
+        secrets.extend(found);
+    }
     let mut images = Vec::new();
     for (k, ks) in kernels.iter().zip(&kernel_storage) {
         let img = prepare_image(args, arch, &suite, k, &ks.early_modules, work.path())?;
@@ -376,10 +391,21 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
     };
     eprintln!("run: accel {} ({}); {} vCPU{why_smp}, {} MiB", choice.accel, choice.reason, args.smp(), mem_mib);
 
-    let mut uploads = match (&args.upload_url, &args.upload_token) {
-        _ if args.serve => Some(crate::boot::run_upload::RunUpload::serve(args.serve_db.as_deref(), work.path())?),
-        (Some(url), Some(token)) => Some(crate::boot::run_upload::RunUpload::elsewhere(url, token)?),
-        _ => None,
+    // With an upload, each image boots with the secrets segment appended:
+    // a copy in the run's private scratch directory; the image itself (and
+    // the hash the envelope records) stays as built.
+    let boot_images = match &uploads {
+        None => images.iter().map(|i| i.built.path.clone()).collect::<Vec<_>>(),
+        Some(u) => {
+            let segment = crate::boot::secrets_segment::segment(u.guest_secrets())?;
+            let mut paths = Vec::new();
+            for (i, img) in images.iter().enumerate() {
+                let out = work.path().join(format!("initramfs-{i}-with-secrets.cpio"));
+                crate::boot::secrets_segment::write_with_segment(&img.built.path, &segment, &out)?;
+                paths.push(out);
+            }
+            paths
+        }
     };
     let mut file = ResultsFile::default();
     let total = args.boots as usize * kernels.len() * variants.len();
@@ -417,7 +443,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
                 if storage.any() {
                     eprintln!("run: {}", crate::boot::scratch_disk::describe(&disks.record));
                 }
-                let mut spec = BootSpec::new(profile.clone(), &k.image, &img.built.path)?;
+                let mut spec = BootSpec::new(profile.clone(), &k.image, &boot_images[ki])?;
                 spec.disks = disks.files.iter().map(|f| (f.clone(), qemu::argv::DiskFormat::Raw)).collect();
                 if let Some(d) = &disk_io {
                     spec.disk_io = d.io;
@@ -475,6 +501,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
                 record.storage = storage.any().then(|| disks.record.clone());
                 record.pack = pack.as_ref().map(|p| p.record.clone());
                 record.channels = channel_reports(&record.console_log, img.port.then_some(port_file.as_path()));
+                crate::boot::redaction::redact_boot(&mut record, &secrets);
                 if let (Some(u), Some((events, doc))) = (&mut uploads, &upload_seen) {
                     u.attach(&mut record, events, doc.as_deref());
                 }
@@ -507,6 +534,22 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
         u.finish()?;
     }
     Ok(file)
+}
+
+/// The run's upload arrangement: a receiver of its own (`--serve`), one
+/// elsewhere (`--upload-url` with its token), or none.
+fn upload_arrangement(args: &RunOptions, work: &Path) -> anyhow::Result<Option<RunUpload>> {
+    let ca = args.upload_ca_file.as_deref();
+    if args.serve {
+        return Ok(Some(RunUpload::serve(args.serve_db.as_deref(), work, ca)?));
+    }
+    let Some(url) = &args.upload_url else { return Ok(None) };
+    let token = match (&args.upload_token, &args.upload_token_file) {
+        (Some(t), _) => TokenSource::Given(t),
+        (None, Some(f)) => TokenSource::File(f),
+        (None, None) => bail!("--upload-url {url} needs the receiver's token: give --upload-token-file FILE"),
+    };
+    Ok(Some(RunUpload::elsewhere(url, token, ca)?))
 }
 
 /// The option that put the guest on an instruction-counted clock, for

@@ -26,4 +26,40 @@ pub struct UploadRecord {
     /// carried (same canonical JSON).
     #[serde(default)]
     pub matches_console: Option<bool>,
+    /// With `--upload-url`: the report of the host's upload of this boot's
+    /// envelope (with `--serve` the host writes it into the store itself).
+    /// The uploaded copy cannot hold its own report: only the results file
+    /// has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envelope: Option<UploadReport>,
+    /// Why the host's envelope could not be delivered, when it could not
+    /// even be tried (or the `--serve` store refused it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envelope_error: Option<String>,
+}
+
+impl UploadRecord {
+    /// What went wrong with this boot's uploads, one phrase each; empty
+    /// when the guest's document and the host's envelope are both where
+    /// they were sent (as far as the host can tell).
+    pub fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        match &self.guest {
+            Some(g) if g.verdict.delivered() => {}
+            Some(g) => p.push(format!("the guest's upload {}", g.verdict.name())),
+            None => p.push("no upload report from the guest".to_string()),
+        }
+        if self.received == Some(false) {
+            p.push("the receiver does not have the guest's document".to_string());
+        }
+        if self.matches_console == Some(false) {
+            p.push("the stored document differs from the console's".to_string());
+        }
+        match (&self.envelope, &self.envelope_error) {
+            (_, Some(_)) => p.push("the host's envelope was not delivered".to_string()),
+            (Some(r), None) if !r.verdict.delivered() => p.push(format!("the host's envelope {}", r.verdict.name())),
+            _ => {}
+        }
+        p
+    }
 }

@@ -34,8 +34,10 @@ pub struct CmdlineConfig {
     /// `bootbench.upload=URL`: after the run, upload the result to this
     /// receiver (http or https base URL, e.g. `http://10.0.2.2:8080`).
     pub upload: Option<String>,
-    /// `bootbench.token=TOKEN`: the upload's bearer token (required with
-    /// `bootbench.upload`).
+    /// `bootbench.token=TOKEN`: the upload's bearer token, for a guest whose
+    /// initramfs has no secrets segment ([`crate::guest_secrets`], which
+    /// wins when both are there). Discouraged: the cmdline is readable by
+    /// every process of the guest and, on a host, in QEMU's argv.
     pub token: Option<String>,
     /// `bootbench.ip=dhcp|kernel|ADDR/PREFIX`: how the guest gets its
     /// address for the upload.
@@ -235,54 +237,94 @@ where
     T::try_from(v).map_err(|_| bad(key, value, "too large"))
 }
 
-/// Cmdline keys whose values are secrets.
-const SECRET_KEYS: &[&str] = &["bootbench.token"];
+/// Parts of a key's last dotted component that make its value a secret
+/// (compared ASCII case-insensitively): `bootbench.token`, and any other
+/// token-like key a user or lab adds (`lab.api_token`, `x.password`).
+const SECRET_KEY_PARTS: &[&str] = &["token", "secret", "password", "passwd"];
 
-/// `cmdline` with the values of secret keys (`bootbench.token`) replaced
-/// by `<redacted>`, for results and logs.
+/// Whether the cmdline key `key` (as [`split_cmdline`] reads it, quotes
+/// removed) holds a secret.
+pub fn is_secret_key(key: &str) -> bool {
+    let last = key.rsplit('.').next().unwrap_or(key).to_ascii_lowercase();
+    SECRET_KEY_PARTS.iter().any(|p| last.contains(p))
+}
+
+/// The value `cmdline` words substitute for a secret.
+pub const REDACTED: &str = "<redacted>";
+
+/// `cmdline` with every word whose key is a secret ([`is_secret_key`])
+/// replaced by `KEY=<redacted>`, for results and logs. Words are found as
+/// [`split_cmdline`] finds them (the kernel's quoting: whitespace outside
+/// double quotes ends a word), so a quoted value, a quote inside the key or
+/// tabs between words cannot carry a secret past it; everything else is
+/// kept byte for byte.
 ///
 /// ```
 /// let c = loads::suite::redact_secrets("console=ttyS0 bootbench.token=s3cret quiet");
 /// assert_eq!(c, "console=ttyS0 bootbench.token=<redacted> quiet");
+/// let c = loads::suite::redact_secrets("a\t\"bootbench.token=s3 cret\" b");
+/// assert_eq!(c, "a\tbootbench.token=<redacted> b");
 /// ```
 pub fn redact_secrets(cmdline: &str) -> String {
-    cmdline
-        .split(' ')
-        .map(|w| match w.split_once('=') {
-            Some((k, _)) if SECRET_KEYS.contains(&k.trim_start_matches('"')) => format!("{k}=<redacted>"),
-            _ => w.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    let mut out = String::with_capacity(cmdline.len());
+    let mut kept = 0;
+    for (span, word) in cmdline_words(cmdline) {
+        let Some((key, _)) = word.split_once('=') else { continue };
+        if !is_secret_key(key) {
+            continue;
+        }
+        out.push_str(cmdline.get(kept..span.start).unwrap_or_default());
+        out.push_str(key);
+        out.push('=');
+        out.push_str(REDACTED);
+        kept = span.end;
+    }
+    out.push_str(cmdline.get(kept..).unwrap_or_default());
+    out
+}
+
+/// The values of the secret keys of `cmdline` ([`is_secret_key`]), as the
+/// guest reads them: what must not appear in anything recorded.
+pub fn secret_values(cmdline: &str) -> Vec<String> {
+    cmdline_words(cmdline)
+        .into_iter()
+        .filter_map(|(_, w)| w.split_once('=').filter(|(k, _)| is_secret_key(k)).map(|(_, v)| v.to_string()))
+        .filter(|v| !v.is_empty())
+        .collect()
 }
 
 /// Splits a kernel cmdline into words, honouring double quotes as the
 /// kernel does (`key="a b"` is one word, quotes removed).
 pub fn split_cmdline(cmdline: &str) -> Vec<String> {
+    cmdline_words(cmdline).into_iter().map(|(_, w)| w).collect()
+}
+
+/// [`split_cmdline`]'s words with the byte range each spans in `cmdline`
+/// (quotes included).
+fn cmdline_words(cmdline: &str) -> Vec<(std::ops::Range<usize>, String)> {
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut in_quotes = false;
-    let mut any = false;
-    for c in cmdline.chars() {
+    let mut start = None;
+    for (i, c) in cmdline.char_indices() {
         match c {
+            c if c.is_whitespace() && !in_quotes => {
+                if let Some(s) = start.take() {
+                    words.push((s..i, std::mem::take(&mut cur)));
+                }
+            }
             '"' => {
                 in_quotes = !in_quotes;
-                any = true;
-            }
-            c if c.is_whitespace() && !in_quotes => {
-                if any {
-                    words.push(std::mem::take(&mut cur));
-                    any = false;
-                }
+                start.get_or_insert(i);
             }
             c => {
                 cur.push(c);
-                any = true;
+                start.get_or_insert(i);
             }
         }
     }
-    if any {
-        words.push(cur);
+    if let Some(s) = start {
+        words.push((s..cmdline.len(), cur));
     }
     words
 }
@@ -451,12 +493,8 @@ impl CmdlineConfig {
         Ok(())
     }
 
-    /// Keys that only make sense together: an upload needs a token, and
-    /// network keys without an upload would configure nothing.
+    /// Keys that only make sense together: network keys without an upload would configure nothing.
     fn check_upload_keys(&self) -> Result<(), SuiteError> {
-        if self.upload.is_some() && self.token.is_none() {
-            return Err(bad("bootbench.token", "", "required with bootbench.upload (the receiver checks it)"));
-        }
         if self.upload.is_none() {
             let given = [
                 ("bootbench.token", self.token.is_some()),
