@@ -402,7 +402,8 @@ fn serve_cli_listens_and_refuses_bad_setups() {
     let busy = support::run_bootbench(["serve", "--db", db.to_str().unwrap(), "--token", TOKEN, "--listen", &taken], d);
     assert_eq!(busy.code(), Some(1), "{}", busy.transcript());
     assert!(busy.stderr.contains(&format!("cannot listen on {taken}")), "{}", busy.transcript());
-    let empty = support::run_bootbench(["serve", "--db", db.to_str().unwrap(), "--token", ""], d);
+    let empty =
+        support::run_bootbench(["serve", "--db", db.to_str().unwrap(), "--listen", "127.0.0.1:0", "--token", ""], d);
     assert_eq!(empty.code(), Some(1));
     assert!(empty.stderr.contains("token"), "{}", empty.transcript());
 }
@@ -797,7 +798,7 @@ fn token_commands_add_list_and_revoke_and_token_files_must_be_private() {
     let url = "http://127.0.0.1:9";
     for args in [
         vec!["serve", "token", "add", "reader", "--read", "--db", dbs, "--token-file", opens],
-        vec!["serve", "--db", dbs, "--token-file", opens],
+        vec!["serve", "--db", dbs, "--listen", "127.0.0.1:0", "--token-file", opens],
         vec!["upload", "/nonexistent.json", "--url", url, "--token-file", opens],
     ] {
         let run = support::run_bootbench(&args, d);
@@ -806,10 +807,13 @@ fn token_commands_add_list_and_revoke_and_token_files_must_be_private() {
         assert!(!run.stderr.contains(READER), "{args:?}: {}", run.transcript());
     }
     let short = private_file(dir.path(), "short.token", "short\n");
-    let run = support::run_bootbench(["serve", "--db", dbs, "--token-file", short.to_str().unwrap()], d);
+    let run = support::run_bootbench(
+        ["serve", "--db", dbs, "--listen", "127.0.0.1:0", "--token-file", short.to_str().unwrap()],
+        d,
+    );
     assert_eq!(run.code(), Some(1), "{}", run.transcript());
     assert!(run.stderr.contains("short.token") && run.stderr.contains("at least 16"), "{}", run.transcript());
-    let run = support::run_bootbench(["serve", "--db", dbs, "--token", "short"], d);
+    let run = support::run_bootbench(["serve", "--db", dbs, "--listen", "127.0.0.1:0", "--token", "short"], d);
     assert!(
         run.stderr.contains("given on the command line") && run.stderr.contains("at least 16"),
         "{}",

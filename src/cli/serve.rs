@@ -77,7 +77,7 @@ pub enum TokenCommand {
 /// The store a token command works on.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StoreArg {
-    /// The SQLite store.
+    /// The SQLite store (`add` creates it if missing).
     #[arg(long)]
     pub db: PathBuf,
 }
@@ -88,7 +88,7 @@ pub struct TokenAddArgs {
     /// Its name (ASCII letters, digits, '.', '_', '-'), shown with the
     /// runs it stores.
     pub name: String,
-    /// The store (created if missing).
+    /// The store.
     #[command(flatten)]
     pub store: StoreArg,
     /// Take the secret from this file (its first line; the file must be
