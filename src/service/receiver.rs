@@ -383,12 +383,11 @@ async fn authorize(st: &Shared, headers: &HeaderMap, need: Need) -> Result<Optio
     }
     let given = bearer(headers, need)?.to_string();
     let stored = with_store(st, |s| s.tokens()).await?;
-    let known: Vec<&Known> = st.given.iter().collect();
     let stored: Vec<Known> = stored
         .into_iter()
         .map(|t| Known { name: t.name, digest: t.digest, scope: t.scope, revoked: t.revoked_at.is_some() })
         .collect();
-    let known: Vec<&Known> = known.into_iter().chain(&stored).collect();
+    let known: Vec<&Known> = st.given.iter().chain(&stored).collect();
     let digests: Vec<TokenDigest> = known.iter().map(|k| k.digest).collect();
     let Some(k) = tokens::find(&given, &digests).and_then(|i| known.get(i)) else {
         return Err(error(StatusCode::FORBIDDEN, "wrong token for this receiver"));
