@@ -215,7 +215,7 @@ mod tests {
             }
             let file = ResultsFile { boots, ..Default::default() };
             let body = serde_json::to_vec(&file).unwrap();
-            store.put(&crate::service::store::validate(body, id).unwrap(), None).unwrap();
+            store.put(&crate::service::store::validate(body, id).unwrap(), None, None).unwrap();
         }
         drop(store);
         let args = ["base-run".to_string(), "cand-run".to_string()];

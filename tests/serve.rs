@@ -7,8 +7,9 @@
 mod support;
 
 use bootbench::results::{BootRecord, ResultsFile};
-use bootbench::service::receiver::{Receiver, ServeConfig, DEFAULT_MAX_BYTES};
+use bootbench::service::receiver::{GivenToken, Receiver, ServeConfig, DEFAULT_MAX_BYTES};
 use bootbench::service::store::{self, Store, StoredRun};
+use bootbench::service::tokens::{self, Scope};
 use loads::schema::{Provenance, RunDocument, Status, SCHEMA_VERSION};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -17,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const TOKEN: &str = "test-token-123";
+const TOKEN: &str = "test-token-0123456789";
 
 fn doc(id: &str) -> RunDocument {
     let mut p = Provenance::default();
@@ -35,16 +36,23 @@ fn doc(id: &str) -> RunDocument {
     }
 }
 
+/// A receiver on `db` whose command-line token is [`TOKEN`] (upload only).
+fn config(db: &Path, public_reads: bool) -> ServeConfig {
+    ServeConfig {
+        db: db.to_path_buf(),
+        tokens: vec![GivenToken { name: "cli".into(), secret: TOKEN.into(), scope: Scope::UPLOAD }],
+        public_reads,
+        base_url: None,
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        max_bytes: 1 << 20,
+        log_prefix: None,
+    }
+}
+
+/// A receiver with public reads (what these tests read is not the point).
 fn start(dir: &Path, max_bytes: u64) -> (Receiver, PathBuf) {
     let db = dir.join("runs.db");
-    let r = Receiver::start(ServeConfig {
-        db: db.clone(),
-        token: TOKEN.into(),
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        max_bytes,
-        log_prefix: None,
-    })
-    .expect("cannot start the receiver");
+    let r = Receiver::start(ServeConfig { max_bytes, ..config(&db, true) }).expect("cannot start the receiver");
     (r, db)
 }
 
@@ -82,7 +90,17 @@ fn put(addr: SocketAddr, id: &str, auth: Option<&str>, body: &[u8]) -> (u16, Str
 }
 
 fn bearer() -> Option<&'static str> {
-    Some("Bearer test-token-123")
+    Some("Bearer test-token-0123456789")
+}
+
+/// Writes `text` to DIR/NAME, readable by its owner only (as token files
+/// must be).
+fn private_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
 }
 
 fn rows(db: &Path) -> usize {
@@ -148,7 +166,7 @@ fn missing_and_wrong_tokens_are_refused_and_nothing_is_stored() {
     let (st, text) = put(r.addr(), "run-t", Some("Bearer wrong"), &body);
     assert_eq!(st, 403, "{text}");
     assert!(text.contains("wrong token"), "{text}");
-    let (st, _) = put(r.addr(), "run-t", Some("Bearer test-token-1234"), &body);
+    let (st, _) = put(r.addr(), "run-t", Some("Bearer test-token-01234567890"), &body);
     assert_eq!(st, 403, "a longer token with the right prefix is still wrong");
     assert_eq!(rows(&db), 0);
 }
@@ -289,7 +307,10 @@ fn upload_cli_sends_each_boot_once_and_reports_refusals() {
     let again = support::run_bootbench(["upload", file.to_str().unwrap(), "--url", &url, "--token", TOKEN], deadline);
     again.assert_success();
     assert!(again.stdout.contains("already-stored (HTTP 200)"), "{}", again.transcript());
-    let wrong = support::run_bootbench(["upload", file.to_str().unwrap(), "--url", &url, "--token", "nope"], deadline);
+    let wrong = support::run_bootbench(
+        ["upload", file.to_str().unwrap(), "--url", &url, "--token", "wrong-token-0123456789"],
+        deadline,
+    );
     assert_eq!(wrong.code(), Some(1), "{}", wrong.transcript());
     assert!(wrong.stdout.contains("refused") && wrong.stdout.contains("wrong token"), "{}", wrong.transcript());
     // The bare document from the file can go too, as its own kind.
@@ -367,8 +388,7 @@ fn spawn_serve(db: &Path, args: &[&str]) -> (KillOnDrop, SocketAddr) {
 #[test]
 fn serve_cli_listens_and_refuses_bad_setups() {
     let dir = support::scratch();
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let token_file = private_file(dir.path(), "token", &format!("{TOKEN}\n"));
     let db = dir.path().join("cli.db");
     let (child, addr) = spawn_serve(&db, &["--token-file", token_file.to_str().unwrap()]);
     let (st, _) = put(addr, "run-s", bearer(), &serde_json::to_vec(&doc("run-s")).unwrap());
@@ -379,10 +399,11 @@ fn serve_cli_listens_and_refuses_bad_setups() {
     let d = Duration::from_secs(60);
     let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let taken = holder.local_addr().unwrap().to_string();
-    let busy = support::run_bootbench(["serve", "--db", db.to_str().unwrap(), "--token", "t", "--listen", &taken], d);
+    let busy = support::run_bootbench(["serve", "--db", db.to_str().unwrap(), "--token", TOKEN, "--listen", &taken], d);
     assert_eq!(busy.code(), Some(1), "{}", busy.transcript());
     assert!(busy.stderr.contains(&format!("cannot listen on {taken}")), "{}", busy.transcript());
-    let empty = support::run_bootbench(["serve", "--db", db.to_str().unwrap(), "--token", ""], d);
+    let empty =
+        support::run_bootbench(["serve", "--db", db.to_str().unwrap(), "--listen", "127.0.0.1:0", "--token", ""], d);
     assert_eq!(empty.code(), Some(1));
     assert!(empty.stderr.contains("token"), "{}", empty.transcript());
 }
@@ -506,4 +527,329 @@ fn a_receiver_killed_mid_stream_keeps_every_acknowledged_run_and_nothing_partial
     let unacked = stored.len() - acked.len();
     eprintln!("killed after {} acknowledged of {} sent; {} stored", acked.len(), sent.len(), stored.len());
     assert!(unacked <= UPLOADERS, "{unacked} runs stored without an answer");
+}
+
+/// `GET PATH` with `Authorization: Bearer TOKEN` when `token` is given.
+fn get(addr: SocketAddr, path: &str, token: Option<&str>) -> (u16, String) {
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\n")).unwrap_or_default();
+    http(addr, &format!("GET {path} HTTP/1.1\nHost: x\n{auth}"), b"")
+}
+
+/// `PUT /runs/ID` of `doc(ID)` with token `token`.
+fn put_doc(addr: SocketAddr, id: &str, token: &str) -> (u16, String) {
+    put(addr, id, Some(&format!("Bearer {token}")), &serde_json::to_vec(&doc(id)).unwrap())
+}
+
+const LAB_A: &str = "lab-a-secret-0123456789";
+const LAB_B: &str = "lab-b-secret-0123456789";
+const READER: &str = "reader-secret-0123456789";
+
+/// A store at `db` with tokens lab-a and lab-b (upload) and reader (read).
+fn store_with_tokens(db: &Path) {
+    let store = Store::open(db).unwrap();
+    store.add_token("lab-a", &tokens::digest(LAB_A), Scope::UPLOAD).unwrap();
+    store.add_token("lab-b", &tokens::digest(LAB_B), Scope::UPLOAD).unwrap();
+    store.add_token("reader", &tokens::digest(READER), Scope { upload: false, read: true }).unwrap();
+}
+
+/// A receiver without public reads on a store with [`store_with_tokens`]'s
+/// tokens, holding run-1 from lab-a.
+fn lab_receiver() -> (tempfile::TempDir, PathBuf, Receiver) {
+    let dir = support::scratch();
+    let db = dir.path().join("runs.db");
+    store_with_tokens(&db);
+    let r = Receiver::start(config(&db, false)).unwrap();
+    assert_eq!(put_doc(r.addr(), "run-1", LAB_A).0, 201);
+    (dir, db, r)
+}
+
+/// The token name the JSON listing shows for each run id.
+fn token_names(list: &str) -> Vec<(String, Option<String>)> {
+    let v: serde_json::Value = serde_json::from_str(list).unwrap_or_else(|e| panic!("{e}: {list}"));
+    let mut out: Vec<_> = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["run_id"].as_str().unwrap().to_string(), r["token_name"].as_str().map(str::to_string)))
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn named_tokens_store_runs_under_their_names_and_revoking_one_stops_only_it() {
+    let (_dir, db, r) = lab_receiver();
+    assert_eq!(put_doc(r.addr(), "run-2", LAB_B).0, 201);
+    assert_eq!(put_doc(r.addr(), "run-3", TOKEN).0, 201);
+    let (st, list) = get(r.addr(), "/runs", Some(READER));
+    assert_eq!(st, 200, "{list}");
+    let named = |a: &str, b: &str| (a.to_string(), Some(b.to_string()));
+    assert_eq!(token_names(&list), [named("run-1", "lab-a"), named("run-2", "lab-b"), named("run-3", "cli")]);
+    let (_, page) = get(r.addr(), "/", Some(READER));
+    assert!(page.contains("<th>token</th>") && page.contains("<td>lab-a</td>"), "{page}");
+
+    // Revoked while the receiver runs: refused at once, the others not.
+    Store::open(&db).unwrap().revoke_token("lab-a").unwrap();
+    let (st, text) = put_doc(r.addr(), "run-4", LAB_A);
+    assert_eq!(st, 403, "{text}");
+    assert!(text.contains("revoked"), "{text}");
+    assert_eq!(put_doc(r.addr(), "run-5", LAB_B).0, 201);
+    assert_eq!(put_doc(r.addr(), "run-6", TOKEN).0, 201);
+    // Added while it runs: taken at once.
+    let lab_c = "lab-c-secret-0123456789";
+    Store::open(&db).unwrap().add_token("lab-c", &tokens::digest(lab_c), Scope::UPLOAD).unwrap();
+    assert_eq!(put_doc(r.addr(), "run-7", lab_c).0, 201);
+    r.stop().unwrap();
+    let stored: Vec<_> = Store::open(&db).unwrap().list(100).unwrap().into_iter().map(|s| s.run_id).collect();
+    assert!(!stored.contains(&"run-4".to_string()), "{stored:?}");
+    assert_eq!(stored.len(), 6, "{stored:?}");
+}
+
+#[test]
+fn reads_need_a_token_that_may_read_unless_they_are_public() {
+    let (_dir, db, r) = lab_receiver();
+    for path in ["/", "/runs", "/runs/run-1", "/runs/run-1?kind=document", "/runs?limit=1"] {
+        let (st, text) = get(r.addr(), path, None);
+        assert_eq!(st, 401, "{path}: {text}");
+        assert!(text.contains("may read"), "{path}: {text}");
+        let (st, text) = get(r.addr(), path, Some("not-a-token-0123456789"));
+        assert_eq!(st, 403, "{path}: {text}");
+        assert!(text.contains("wrong token"), "{path}: {text}");
+        for upload_only in [LAB_A, TOKEN] {
+            let (st, text) = get(r.addr(), path, Some(upload_only));
+            assert_eq!(st, 403, "{path}: {text}");
+            assert!(text.contains("may not read"), "{path}: {text}");
+        }
+        let (st, text) = get(r.addr(), path, Some(READER));
+        assert_eq!(st, 200, "{path}: {text}");
+        assert!(text.contains("run-1"), "{path}: {text}");
+    }
+    // A read token cannot upload.
+    let (st, text) = put_doc(r.addr(), "run-2", READER);
+    assert_eq!(st, 403, "{text}");
+    assert!(text.contains("may not upload"), "{text}");
+    // The health check needs no token.
+    assert_eq!(get(r.addr(), "/healthz", None).0, 200);
+    r.stop().unwrap();
+
+    let r = Receiver::start(config(&db, true)).unwrap();
+    for path in ["/", "/runs", "/runs/run-1"] {
+        let (st, text) = get(r.addr(), path, None);
+        assert_eq!(st, 200, "{path}: {text}");
+        assert!(text.contains("run-1"), "{path}: {text}");
+    }
+    // Uploads still need theirs.
+    assert_eq!(put(r.addr(), "run-2", None, &serde_json::to_vec(&doc("run-2")).unwrap()).0, 401);
+}
+
+#[test]
+fn error_bodies_never_repeat_the_token_or_name_the_database() {
+    let dir = support::scratch();
+    let private = dir.path().join("private-lab-dir");
+    std::fs::create_dir(&private).unwrap();
+    let db = private.join("runs.db");
+    store_with_tokens(&db);
+    Store::open(&db).unwrap().revoke_token("lab-b").unwrap();
+    let r = Receiver::start(config(&db, false)).unwrap();
+    let guess = "guessed-secret-0123456789";
+    let body = serde_json::to_vec(&doc("run-1")).unwrap();
+    let mut answers = vec![
+        put(r.addr(), "run-1", Some(&format!("Bearer {guess}")), &body),
+        put(r.addr(), "run-1", Some(&format!("Bearer {LAB_B}")), &body),
+        put(r.addr(), "run-1", Some(&format!("Bearer {READER}")), &body),
+        put(r.addr(), "run-1", Some(&format!("Basic {guess}")), &body),
+        put(r.addr(), "-bad", Some(&format!("Bearer {LAB_A}")), &body),
+        put(r.addr(), "run-2", Some(&format!("Bearer {LAB_A}")), &body),
+        get(r.addr(), "/runs", Some(guess)),
+        get(r.addr(), "/runs", Some(LAB_A)),
+        get(r.addr(), "/runs/run-1", Some(LAB_B)),
+        get(r.addr(), &format!("/nowhere?token={guess}"), Some(guess)),
+        get(r.addr(), &format!("/runs?limit={guess}"), Some(READER)),
+        get(r.addr(), &format!("/runs?after={guess}"), Some(READER)),
+        get(r.addr(), &format!("/runs?{guess}=1"), Some(READER)),
+        get(r.addr(), &format!("/runs/run-1?kind={guess}"), Some(READER)),
+    ];
+    // A failing store: 500 and 503, still without its path.
+    rusqlite::Connection::open(&db).unwrap().execute_batch("ALTER TABLE runs RENAME TO gone").unwrap();
+    answers.push(get(r.addr(), "/runs", Some(READER)));
+    answers.push(get(r.addr(), "/healthz", None));
+    answers.push(put(r.addr(), "run-3", Some(&format!("Bearer {LAB_A}")), &serde_json::to_vec(&doc("run-3")).unwrap()));
+    let statuses: Vec<u16> = answers.iter().map(|(st, _)| *st).collect();
+    assert_eq!(statuses, [403, 403, 403, 401, 400, 400, 403, 403, 403, 404, 400, 400, 400, 400, 500, 503, 500]);
+    for (st, text) in &answers {
+        for secret in [guess, LAB_A, LAB_B, READER, TOKEN, "private-lab-dir", "runs.db"] {
+            assert!(!text.contains(secret), "HTTP {st} repeats '{secret}': {text}");
+        }
+    }
+}
+
+#[test]
+fn runs_are_listed_in_pages_with_filters() {
+    let dir = support::scratch();
+    let db = dir.path().join("runs.db");
+    let r = Receiver::start(config(&db, true)).unwrap();
+    for (i, (kernel, label)) in
+        [("6.1", "base"), ("6.2", "base"), ("6.1", "new"), ("6.2", "new"), ("6.1", "base")].iter().enumerate()
+    {
+        let id = format!("run-{i}");
+        let mut d = doc(&id);
+        d.provenance.kernel.release = kernel.to_string();
+        let boot = BootRecord { label: label.to_string(), result: Some(d), ..Default::default() };
+        let body = serde_json::to_vec(&ResultsFile { boots: vec![boot], ..ResultsFile::default() }).unwrap();
+        assert_eq!(put(r.addr(), &id, bearer(), &body).0, 201);
+    }
+    let json = |path: &str| {
+        let (st, text) = get(r.addr(), path, None);
+        assert_eq!(st, 200, "{path}: {text}");
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()
+    };
+    let ids = |v: &serde_json::Value| -> Vec<String> {
+        v["runs"].as_array().unwrap().iter().map(|r| r["run_id"].as_str().unwrap().to_string()).collect()
+    };
+    // Page by page with the cursor: every run once, newest first.
+    let all = ids(&json("/runs"));
+    assert_eq!(all.len(), 5);
+    let mut seen = Vec::new();
+    let mut path = "/runs?limit=2".to_string();
+    loop {
+        let v = json(&path);
+        assert_eq!(v["total"], 5, "{v}");
+        seen.extend(ids(&v));
+        match v["next"].as_str() {
+            Some(next) => {
+                assert_eq!(v["truncated"], true);
+                let q = url::form_urlencoded::Serializer::new(String::new()).append_pair("after", next).finish();
+                path = format!("/runs?limit=2&{q}");
+            }
+            None => {
+                assert_eq!(v["truncated"], false);
+                break;
+            }
+        }
+    }
+    assert_eq!(seen, all);
+    // Filters, and the count of what matches.
+    let v = json("/runs?kernel=6.1");
+    assert_eq!((ids(&v).len(), v["total"].as_u64(), v["truncated"].as_bool()), (3, Some(3), Some(false)));
+    let v = json("/runs?kernel=6.2&label=new");
+    assert_eq!(ids(&v), ["run-3"]);
+    assert_eq!(json("/runs?since=2999-01-01T00:00:00Z")["total"], 0);
+    assert_eq!(json("/runs?until=2999-01-01T00:00:00Z")["total"], 5);
+    assert_eq!(json("/runs?since=2000-01-01T00:00:00Z&until=2000-01-02T00:00:00Z")["total"], 0);
+    // The page says how much it shows and links on.
+    let (_, html) = get(r.addr(), "/?limit=2&kernel=6.1", None);
+    assert!(html.contains("showing 2 of 3 run(s)"), "{html}");
+    assert!(html.contains("href=\"?limit=2&amp;kernel=6.1&amp;after="), "{html}");
+    // Bad values: 400 naming the parameter.
+    for (query, name) in [
+        ("limit=0", "limit"),
+        ("limit=1001", "limit"),
+        ("limit=ten", "limit"),
+        ("after=yesterday", "after"),
+        ("since=yesterday", "since"),
+        ("until=2024-13-01T00:00:00Z", "until"),
+        ("kernel=", "kernel"),
+        ("kernel=6.1&kernel=6.2", "kernel"),
+        ("sort=asc", "sort"),
+    ] {
+        for endpoint in ["/runs", "/"] {
+            let (st, text) = get(r.addr(), &format!("{endpoint}?{query}"), None);
+            assert_eq!(st, 400, "{query}: {text}");
+            assert!(text.contains(&format!("query parameter '{name}'")), "{query}: {text}");
+        }
+    }
+}
+
+#[test]
+fn healthz_checks_the_store_and_needs_no_token() {
+    let dir = support::scratch();
+    let db = dir.path().join("health.db");
+    let r = Receiver::start(config(&db, false)).unwrap();
+    let (st, text) = get(r.addr(), "/healthz", None);
+    assert_eq!(st, 200, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["ok"], true);
+    // The store stops answering (its table gone): 503, still no path.
+    rusqlite::Connection::open(&db).unwrap().execute_batch("DROP TABLE runs").unwrap();
+    let (st, text) = get(r.addr(), "/healthz", None);
+    assert_eq!(st, 503, "{text}");
+    assert!(text.contains("\"ok\":false") && !text.contains("health.db"), "{text}");
+}
+
+#[test]
+fn token_commands_add_list_and_revoke_and_token_files_must_be_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = support::scratch();
+    let db = dir.path().join("lab.db");
+    let dbs = db.to_str().unwrap();
+    let d = Duration::from_secs(60);
+    let add = support::run_bootbench(["serve", "token", "add", "lab-1", "--db", dbs], d);
+    add.assert_success();
+    let secret = add.stdout.trim().to_string();
+    assert_eq!(secret.len(), 32, "{}", add.transcript());
+    assert!(add.stderr.contains("once"), "{}", add.transcript());
+
+    // A token file others can read is refused, naming it and the fix.
+    let open = dir.path().join("reader.token");
+    std::fs::write(&open, format!("{READER}\n")).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let opens = open.to_str().unwrap();
+    let fix = format!("chmod 600 {opens}");
+    let url = "http://127.0.0.1:9";
+    for args in [
+        vec!["serve", "token", "add", "reader", "--read", "--db", dbs, "--token-file", opens],
+        vec!["serve", "--db", dbs, "--listen", "127.0.0.1:0", "--token-file", opens],
+        vec!["upload", "/nonexistent.json", "--url", url, "--token-file", opens],
+    ] {
+        let run = support::run_bootbench(&args, d);
+        assert_eq!(run.code(), Some(1), "{args:?}: {}", run.transcript());
+        assert!(run.stderr.contains(&fix), "{args:?}: {}", run.transcript());
+        assert!(!run.stderr.contains(READER), "{args:?}: {}", run.transcript());
+    }
+    let short = private_file(dir.path(), "short.token", "short\n");
+    let run = support::run_bootbench(
+        ["serve", "--db", dbs, "--listen", "127.0.0.1:0", "--token-file", short.to_str().unwrap()],
+        d,
+    );
+    assert_eq!(run.code(), Some(1), "{}", run.transcript());
+    assert!(run.stderr.contains("short.token") && run.stderr.contains("at least 16"), "{}", run.transcript());
+    let run = support::run_bootbench(["serve", "--db", dbs, "--listen", "127.0.0.1:0", "--token", "short"], d);
+    assert!(
+        run.stderr.contains("given on the command line") && run.stderr.contains("at least 16"),
+        "{}",
+        run.transcript()
+    );
+
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o600)).unwrap();
+    support::run_bootbench(["serve", "token", "add", "reader", "--read", "--db", dbs, "--token-file", opens], d)
+        .assert_success();
+    let list = support::run_bootbench(["serve", "token", "list", "--db", dbs], d);
+    list.assert_success();
+    let lines: Vec<Vec<&str>> = list.stdout.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(lines.len(), 3, "{}", list.transcript());
+    assert_eq!((lines[1][0], lines[1][1], lines[1][3]), ("lab-1", "upload", "-"), "{}", list.transcript());
+    assert_eq!((lines[2][0], lines[2][1]), ("reader", "read"), "{}", list.transcript());
+    assert!(!list.stdout.contains(&secret) && !list.stdout.contains(READER), "{}", list.transcript());
+
+    // The server takes the store's tokens, without one of its own.
+    let (child, addr) = spawn_serve(&db, &[]);
+    assert_eq!(put_doc(addr, "run-1", &secret).0, 201);
+    let (st, text) = get(addr, "/runs", Some(READER));
+    assert_eq!(st, 200, "{text}");
+    assert_eq!(token_names(&text), [("run-1".to_string(), Some("lab-1".to_string()))]);
+    support::run_bootbench(["serve", "token", "revoke", "lab-1", "--db", dbs], d).assert_success();
+    assert_eq!(put_doc(addr, "run-2", &secret).0, 403);
+    drop(child);
+    let list = support::run_bootbench(["serve", "token", "list", "--db", dbs], d);
+    assert!(!list.stdout.lines().nth(1).unwrap_or_default().ends_with(" -"), "{}", list.transcript());
+
+    // Token commands take no server flags, and know their tokens.
+    let mixed = support::run_bootbench(["serve", "--db", dbs, "token", "list"], d);
+    assert_ne!(mixed.code(), Some(0), "{}", mixed.transcript());
+    let nope = support::run_bootbench(["serve", "token", "revoke", "nope", "--db", dbs], d);
+    assert_eq!(nope.code(), Some(1), "{}", nope.transcript());
+    assert!(nope.stderr.contains("'nope'"), "{}", nope.transcript());
+    let missing = support::run_bootbench(["serve", "token", "list", "--db", "/nonexistent/x.db"], d);
+    assert_eq!(missing.code(), Some(1), "{}", missing.transcript());
+    assert!(!Path::new("/nonexistent/x.db").exists());
 }

@@ -21,8 +21,9 @@ mod support;
 
 use bootbench::boot::run_upload::UploadRecord;
 use bootbench::results::BootRecord;
-use bootbench::service::receiver::{Receiver, ServeConfig};
+use bootbench::service::receiver::{GivenToken, Receiver, ServeConfig};
 use bootbench::service::store::{self, RunKind, Store, StoredRun};
+use bootbench::service::tokens::Scope;
 use loads::console_protocol::Decoder;
 use results_uploader::{UploadReport, Verdict};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -83,7 +84,9 @@ fn receiver(dir: &Path, token: &str) -> (Receiver, std::path::PathBuf) {
     let db = dir.join("received.db");
     let r = Receiver::start(ServeConfig {
         db: db.clone(),
-        token: token.into(),
+        tokens: vec![GivenToken { name: "cli".into(), secret: token.into(), scope: Scope::UPLOAD }],
+        public_reads: false,
+        base_url: None,
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         max_bytes: 16 << 20,
         log_prefix: Some("receiver: ".into()),

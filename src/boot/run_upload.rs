@@ -13,8 +13,9 @@
 use crate::boot::secrets_segment::GuestSecrets;
 pub use crate::results::upload::UploadRecord;
 use crate::results::{BootRecord, ResultsFile};
-use crate::service::receiver::{read_token, Receiver, ServeConfig, DEFAULT_MAX_BYTES};
+use crate::service::receiver::{read_token, GivenToken, Receiver, ServeConfig, DEFAULT_MAX_BYTES};
 use crate::service::store::{self, PutOutcome, RunKind, Store};
+use crate::service::tokens::Scope;
 use anyhow::Context;
 use results_uploader::{UploadReport, UploadRequest, UploadSettings, EVENT_NETWORK, EVENT_UPLOAD};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -77,7 +78,9 @@ impl RunUpload {
         let path = db.map(Path::to_path_buf).unwrap_or_else(|| work_dir.join("received.db"));
         let receiver = Receiver::start(ServeConfig {
             db: path.clone(),
-            token: token.clone(),
+            tokens: vec![GivenToken { name: "run".into(), secret: token.clone(), scope: Scope::UPLOAD }],
+            public_reads: false,
+            base_url: None,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             max_bytes: DEFAULT_MAX_BYTES,
             log_prefix: Some("run: receiver: ".into()),
@@ -170,7 +173,7 @@ impl RunUpload {
         let body = serde_json::to_vec(&one).context("cannot serialise the envelope")?;
         if let Some(store) = &mut self.store {
             let run = store::validate(body, &doc.run_id).context("the envelope is not storable")?;
-            return match store.put(&run, None)? {
+            return match store.put(&run, None, None)? {
                 PutOutcome::Stored | PutOutcome::AlreadyStored => Ok(None),
                 PutOutcome::Conflict { .. } => {
                     anyhow::bail!("the store already holds a different envelope for run {}", doc.run_id)

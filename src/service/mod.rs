@@ -1,8 +1,10 @@
-//! The results service: the SQLite store of uploaded runs and the HTTP
-//! receiver in front of it. Its own corner: it depends on the results model
-//! only, and the receiver sits on top of the store. Outside `cli`, one
+//! The results service: the SQLite store of uploaded runs, the bearer
+//! tokens that may upload or read, and the HTTP receiver in front of them.
+//! Its own corner: it depends on the results model only; `tokens` is at
+//! the bottom, the store above it, the receiver on top. Outside `cli`, one
 //! module uses it: `crate::boot::run_upload`, which starts a receiver for
 //! `run --serve` (a flag every command that boots shares).
 
 pub mod receiver;
 pub mod store;
+pub mod tokens;

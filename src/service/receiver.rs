@@ -1,22 +1,31 @@
 //! The HTTP receiver for uploaded runs, in front of the
-//! results store. Owns the HTTP side only: authentication (a bearer
-//! token, compared in constant time), the size limit, status codes and
-//! messages, and the listing pages. What is storable and how runs are
-//! kept is `store`'s.
+//! results store. Owns the HTTP side only: authentication (bearer tokens,
+//! found by digest in constant time, the store's table read on every
+//! request so a revocation holds at once), the size limit, status codes
+//! and messages, and the listing pages. What is storable and how runs are
+//! kept is `store`'s; what a token is, `tokens`'.
 //!
 //! Endpoints:
-//! - `PUT /runs/{id}`: store a run (token required). 201 stored, 200
-//!   already stored (same content), 400 malformed, 401 no token, 403 wrong
-//!   token, 409 other content under this id, 413 too big, 500 store error,
-//!   507 the store is full (disk or page limit; the uploader retries later).
-//! - `GET /runs` (JSON list), `GET /runs/{id}` (the stored JSON; the host
-//!   envelope when there is one, `?kind=document` for the guest's), `GET /`
-//!   (an HTML table). Reads are not authenticated: listen on an address
-//!   only trusted machines reach (the default is 127.0.0.1).
+//! - `PUT /runs/{id}`: store a run (a token that may upload). 201 stored,
+//!   200 already stored (same content), 400 malformed, 401 no token, 403
+//!   wrong, revoked or read-only token, 409 other content under this id,
+//!   413 too big, 500 store error, 507 the store is full (disk or page
+//!   limit; the uploader retries later).
+//! - `GET /runs` (JSON list, paged: `limit`, `after`; filtered: `kernel`,
+//!   `label`, `since`, `until`), `GET /runs/{id}` (the stored JSON; the
+//!   host envelope when there is one, `?kind=document` for the guest's),
+//!   `GET /` (an HTML table, paged and filtered the same way, its links
+//!   relative so that it works behind a proxy's path prefix). These need a
+//!   token that may read (401/403 as for uploads), unless reads are public.
+//! - `GET /healthz`: `{"ok":true}` when the store answers, 503 when not.
+//!   No token.
+//!
+//! No answer names the database's path or repeats the token sent.
 
-use crate::service::store::{PutOutcome, RunKind, RunSummary, Store, StoreError};
+use crate::service::store::{Cursor, ListQuery, PutOutcome, RunKind, RunPage, Store, StoreError};
+use crate::service::tokens::{self, Scope, TokenDigest, TokenError};
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Path as UrlPath, Query, State};
+use axum::extract::{ConnectInfo, Path as UrlPath, Query, RawQuery, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
@@ -44,8 +53,12 @@ pub const ENVELOPE_ROOM_BYTES: u64 = 16 << 20;
 /// however noisy, is accepted (144 MiB).
 pub const DEFAULT_MAX_BYTES: u64 =
     qemu::console_scan::MAX_LOG_BYTES as u64 * CONSOLE_LOG_JSON_GROWTH + ENVELOPE_ROOM_BYTES;
-/// Most runs `GET /runs` and the page list.
-const LIST_LIMIT: usize = 1000;
+/// Runs `GET /runs` and the page list without a `limit`.
+pub const DEFAULT_PAGE: usize = 100;
+/// The largest `limit` taken.
+pub const MAX_PAGE: usize = 1000;
+/// The query parameters of `GET /runs` and `GET /`.
+const LIST_PARAMETERS: &str = "limit, after, kernel, label, since, until";
 
 /// Errors starting or running the receiver.
 #[derive(Debug, thiserror::Error)]
@@ -77,45 +90,52 @@ pub enum ServeError {
         /// Its address.
         addr: SocketAddr,
     },
-    /// A token that cannot work.
-    #[error("bad token{from}: {why}")]
-    BadToken {
-        /// Where it came from (`" in FILE"`), or empty.
-        from: String,
-        /// What is wrong.
-        why: &'static str,
-    },
-    /// The token file cannot be read.
-    #[error("cannot read the token file {path}")]
-    TokenFile {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
+    /// A token, its file or its name is not usable.
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    /// `--base-url` is not a usable base URL.
+    #[error("bad --base-url")]
+    BaseUrl(#[source] results_uploader::UrlError),
 }
 
-/// The token from `--token` or `--token-file`, checked: non-empty,
-/// printable ASCII without spaces (it travels in a header and on the
-/// kernel cmdline).
+/// The token from `--token` or `--token-file` (every command that takes
+/// one reads it here), checked: at least [`tokens::MIN_TOKEN_LEN`]
+/// characters of printable ASCII without spaces (it travels in a header
+/// and on the kernel cmdline), and a file must be private to its owner
+/// (see [`tokens::read_token_file`]). Errors name the source, never the
+/// token.
 pub fn read_token(token: Option<&str>, token_file: Option<&Path>) -> Result<String, ServeError> {
-    let (text, from) = match (token, token_file) {
-        (Some(t), _) => (t.to_string(), String::new()),
-        (None, Some(p)) => {
-            let text =
-                std::fs::read_to_string(p).map_err(|source| ServeError::TokenFile { path: p.to_path_buf(), source })?;
-            (text.lines().next().unwrap_or_default().trim().to_string(), format!(" in {}", p.display()))
+    match (token, token_file) {
+        (Some(t), _) => {
+            tokens::check_secret(t, "given on the command line")?;
+            Ok(t.to_string())
         }
-        (None, None) => (String::new(), String::new()),
-    };
-    if text.is_empty() {
-        return Err(ServeError::BadToken { from, why: "it is empty (give --token or --token-file)" });
+        (None, Some(p)) => Ok(tokens::read_token_file(p)?),
+        (None, None) => {
+            Err(TokenError::Bad { from: "given".into(), why: "there is none (give --token or --token-file)".into() }
+                .into())
+        }
     }
-    if !text.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(ServeError::BadToken { from, why: "use printable ASCII without spaces" });
+}
+
+/// A token given at start rather than stored in the store's table
+/// (`serve --token`, `run --serve`'s own): kept in memory only. Its name
+/// is what the listing shows for the runs it stored.
+#[derive(Clone)]
+pub struct GivenToken {
+    /// Its name (one of [`tokens::RESERVED_NAMES`], which stored tokens
+    /// cannot take).
+    pub name: String,
+    /// The secret.
+    pub secret: String,
+    /// What it may do.
+    pub scope: Scope,
+}
+
+impl std::fmt::Debug for GivenToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GivenToken").field("name", &self.name).field("scope", &self.scope).finish_non_exhaustive()
     }
-    Ok(text)
 }
 
 /// How to run a receiver.
@@ -123,8 +143,14 @@ pub fn read_token(token: Option<&str>, token_file: Option<&Path>) -> Result<Stri
 pub struct ServeConfig {
     /// The store file.
     pub db: PathBuf,
-    /// The token uploads must carry.
-    pub token: String,
+    /// Tokens besides the store's own (which are read from its table on
+    /// every request).
+    pub tokens: Vec<GivenToken>,
+    /// Whether `GET /`, `/runs` and `/runs/{id}` are served without a token.
+    pub public_reads: bool,
+    /// The URL the page is reached at (behind a reverse proxy), for
+    /// absolute links; `None`: the page's links are relative.
+    pub base_url: Option<String>,
     /// Where to listen (port 0: any free port).
     pub listen: SocketAddr,
     /// Largest body accepted.
@@ -136,9 +162,59 @@ pub struct ServeConfig {
 
 struct AppState {
     store: Mutex<Store>,
-    token: String,
+    /// The [`ServeConfig::tokens`], by digest.
+    given: Vec<Known>,
+    public_reads: bool,
+    /// What the page's links start with: empty (relative) or the base URL
+    /// ending in '/'.
+    links_base: String,
     max_bytes: u64,
     log_prefix: Option<String>,
+}
+
+/// A token the receiver knows, as a request is checked against it.
+struct Known {
+    name: String,
+    digest: TokenDigest,
+    scope: Scope,
+    revoked: bool,
+}
+
+impl AppState {
+    /// The state of a receiver of `cfg` on `store`; checks the given
+    /// tokens and the base URL.
+    fn new(store: Store, cfg: &ServeConfig) -> Result<AppState, ServeError> {
+        let mut given = Vec::new();
+        for t in &cfg.tokens {
+            tokens::check_secret(&t.secret, &format!("for '{}'", t.name))?;
+            given.push(Known {
+                name: t.name.clone(),
+                digest: tokens::digest(&t.secret),
+                scope: t.scope,
+                revoked: false,
+            });
+        }
+        let links_base = match &cfg.base_url {
+            None => String::new(),
+            Some(u) => {
+                let url = results_uploader::parse_base_url(u).map_err(ServeError::BaseUrl)?;
+                let s = url.to_string();
+                if s.ends_with('/') {
+                    s
+                } else {
+                    format!("{s}/")
+                }
+            }
+        };
+        Ok(AppState {
+            store: Mutex::new(store),
+            given,
+            public_reads: cfg.public_reads,
+            links_base,
+            max_bytes: cfg.max_bytes,
+            log_prefix: cfg.log_prefix.clone(),
+        })
+    }
 }
 
 type Shared = Arc<AppState>;
@@ -165,12 +241,7 @@ impl Receiver {
             std::net::TcpListener::bind(cfg.listen).map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
         let addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
         listener.set_nonblocking(true).map_err(|source| ServeError::Bind { addr, source })?;
-        let state = Arc::new(AppState {
-            store: Mutex::new(store),
-            token: cfg.token,
-            max_bytes: cfg.max_bytes,
-            log_prefix: cfg.log_prefix,
-        });
+        let state = Arc::new(AppState::new(store, &cfg)?);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -231,6 +302,7 @@ impl Drop for Receiver {
 fn router(state: Shared) -> Router {
     Router::new()
         .route("/", get(page))
+        .route("/healthz", get(healthz))
         .route("/runs", get(list_runs))
         .route("/runs/{id}", get(get_run).put(put_run))
         .fallback(no_route)
@@ -246,14 +318,41 @@ fn chain(e: &dyn std::error::Error) -> String {
 }
 
 async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    // The path only: a query is the client's and may hold anything.
     error(
         StatusCode::NOT_FOUND,
-        format!("no such endpoint: {method} {uri} (endpoints: PUT /runs/{{id}}, GET /runs, GET /runs/{{id}}, GET /)"),
+        format!(
+            "no such endpoint: {method} {} (endpoints: PUT /runs/{{id}}, GET /runs, GET /runs/{{id}}, GET /, GET /healthz)",
+            uri.path()
+        ),
     )
 }
 
-/// 401 without a bearer token, 403 with a wrong one.
-fn check_token(headers: &HeaderMap, token: &str) -> Result<(), Response> {
+/// What a request's token must allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Need {
+    Upload,
+    Read,
+}
+
+impl Need {
+    fn allowed(self, scope: Scope) -> bool {
+        match self {
+            Need::Upload => scope.upload,
+            Need::Read => scope.read,
+        }
+    }
+
+    fn verb(self) -> &'static str {
+        match self {
+            Need::Upload => "upload",
+            Need::Read => "read",
+        }
+    }
+}
+
+/// The bearer token of `headers`: 401 without one.
+fn bearer(headers: &HeaderMap, need: Need) -> Result<&str, Response> {
     let unauthorized = |msg: &str| {
         let mut r = error(StatusCode::UNAUTHORIZED, msg);
         r.headers_mut()
@@ -261,17 +360,68 @@ fn check_token(headers: &HeaderMap, token: &str) -> Result<(), Response> {
         r
     };
     let Some(value) = headers.get(header::AUTHORIZATION) else {
-        return Err(unauthorized("missing token: send 'Authorization: Bearer TOKEN' (bootbench.token= in the guest, --token for bootbench upload)"));
+        return Err(unauthorized(match need {
+            Need::Upload => "missing token: send 'Authorization: Bearer TOKEN' (bootbench.token= in the guest, --token for bootbench upload)",
+            Need::Read => "missing token: reads need 'Authorization: Bearer TOKEN' with a token that may read (bootbench serve token add NAME --read), unless the receiver runs with --public-reads",
+        }));
     };
     let text = value.to_str().unwrap_or_default();
-    let given = match text.split_once(' ') {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
-        _ => return Err(unauthorized("the Authorization header must be 'Bearer TOKEN'")),
-    };
-    if !constant_time_eq::constant_time_eq(given.as_bytes(), token.as_bytes()) {
-        return Err(error(StatusCode::FORBIDDEN, "wrong token for this receiver"));
+    match text.split_once(' ') {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => Ok(rest.trim()),
+        _ => Err(unauthorized("the Authorization header must be 'Bearer TOKEN'")),
     }
-    Ok(())
+}
+
+/// Checks the request's token for `need`: 401 without one, 403 when it is
+/// unknown, revoked or not allowed to. Reads pass without a token when
+/// they are public. The store's tokens are read on every request, so a
+/// token revoked or added while the receiver runs counts at once. Returns
+/// the token's name.
+async fn authorize(st: &Shared, headers: &HeaderMap, need: Need) -> Result<Option<String>, Response> {
+    if need == Need::Read && st.public_reads {
+        return Ok(None);
+    }
+    let given = bearer(headers, need)?.to_string();
+    let stored = with_store(st, |s| s.tokens()).await?;
+    let stored: Vec<Known> = stored
+        .into_iter()
+        .map(|t| Known { name: t.name, digest: t.digest, scope: t.scope, revoked: t.revoked_at.is_some() })
+        .collect();
+    let known: Vec<&Known> = st.given.iter().chain(&stored).collect();
+    let digests: Vec<TokenDigest> = known.iter().map(|k| k.digest).collect();
+    let Some(k) = tokens::find(&given, &digests).and_then(|i| known.get(i)) else {
+        return Err(error(StatusCode::FORBIDDEN, "wrong token for this receiver"));
+    };
+    if k.revoked {
+        return Err(error(StatusCode::FORBIDDEN, "this token was revoked"));
+    }
+    if !need.allowed(k.scope) {
+        return Err(error(
+            StatusCode::FORBIDDEN,
+            format!("this token may not {} here (it may: {})", need.verb(), k.scope.name()),
+        ));
+    }
+    Ok(Some(k.name.clone()))
+}
+
+/// Runs `f` on the store on a blocking thread (the store's calls wait on
+/// SQLite, and the runtime has one thread): a failed store is answered by
+/// [`store_error`].
+async fn with_store<T: Send + 'static>(
+    st: &Shared,
+    f: impl FnOnce(&mut Store) -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, Response> {
+    let st = st.clone();
+    let done = tokio::task::spawn_blocking(move || {
+        let mut store = st.store.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        f(&mut store)
+    })
+    .await;
+    match done {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(store_error(&e)),
+        Err(e) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, format!("store task failed: {e}"))),
+    }
 }
 
 async fn put_run(
@@ -308,7 +458,7 @@ async fn store_upload(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, serde_json::Value, String), Response> {
-    check_token(headers, &st.token)?;
+    let token_name = authorize(st, headers, Need::Upload).await?;
     if let Err(e) = results_uploader::check_run_id(id) {
         return Err(error(StatusCode::BAD_REQUEST, e.to_string()));
     }
@@ -346,19 +496,9 @@ async fn store_upload(
     let n = bytes.len();
     let run = crate::service::store::validate(bytes.to_vec(), id)
         .map_err(|e| error(StatusCode::BAD_REQUEST, format!("run '{id}' refused: {}", chain(&e))))?;
-    let st2 = st.clone();
     let remote = peer.ip().to_string();
-    let run2 = run.clone();
-    let put = tokio::task::spawn_blocking(move || {
-        let mut store = st2.store.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        store.put(&run2, Some(&remote))
-    })
-    .await;
-    let outcome = match put {
-        Ok(Ok(o)) => o,
-        Ok(Err(e)) => return Err(store_error(&e)),
-        Err(e) => return Err(error(StatusCode::INTERNAL_SERVER_ERROR, format!("store task failed: {e}"))),
-    };
+    let (run2, name2) = (run.clone(), token_name.clone());
+    let outcome = with_store(st, move |s| s.put(&run2, Some(&remote), name2.as_deref())).await?;
     // The uploader takes a 2xx as delivered only with this acknowledgement:
     // the run id and the sha256 of the bytes received.
     let mut base = results_uploader::acknowledgement(&run.run_id, &run.body);
@@ -375,10 +515,13 @@ async fn store_upload(
         }
         v
     };
+    let by = token_name.map(|n| format!(" with token {n}")).unwrap_or_default();
     match outcome {
-        PutOutcome::Stored => Ok((StatusCode::CREATED, with("stored"), format!("stored {} ({n} bytes)", run.kind.name()))),
+        PutOutcome::Stored => {
+            Ok((StatusCode::CREATED, with("stored"), format!("stored {} ({n} bytes){by}", run.kind.name())))
+        }
         PutOutcome::AlreadyStored => {
-            Ok((StatusCode::OK, with("already_stored"), format!("already stored {}", run.kind.name())))
+            Ok((StatusCode::OK, with("already_stored"), format!("already stored {}{by}", run.kind.name())))
         }
         PutOutcome::Conflict { existing_sha256 } => Err(error(
             StatusCode::CONFLICT,
@@ -405,16 +548,75 @@ fn store_error(e: &StoreError) -> Response {
     }
 }
 
-fn summaries(st: &Shared) -> Result<Vec<RunSummary>, Response> {
-    let store = st.store.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    store.list(LIST_LIMIT).map_err(|e| store_error(&e))
+/// The listing's query string: [`ListQuery`] with [`DEFAULT_PAGE`] runs
+/// when no `limit` is given. 400 naming the parameter for an unknown,
+/// repeated or bad one (the value is not repeated back).
+fn list_query(raw: Option<&str>) -> Result<ListQuery, Response> {
+    let mut q = ListQuery { limit: DEFAULT_PAGE, ..ListQuery::default() };
+    let mut seen: Vec<String> = Vec::new();
+    for (key, value) in url::form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
+        let key = key.into_owned();
+        // Named when it looks like a parameter's name: a key is the
+        // client's text, and could be anything (a token pasted there).
+        let named = key.len() <= 16 && key.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+        let bad = |why: &str| {
+            let which = if named { format!("query parameter '{key}'") } else { "a query parameter".into() };
+            error(StatusCode::BAD_REQUEST, format!("{which}: {why}"))
+        };
+        if seen.contains(&key) {
+            return Err(bad("given twice"));
+        }
+        let text = || Some(value.to_string()).filter(|v| !v.is_empty()).ok_or_else(|| bad("it is empty"));
+        let time = || {
+            humantime::parse_rfc3339_weak(&value)
+                .map(|t| humantime::format_rfc3339_seconds(t).to_string())
+                .map_err(|_| bad("not an RFC 3339 time in UTC, e.g. 2024-05-01T00:00:00Z"))
+        };
+        match key.as_str() {
+            "limit" => {
+                q.limit = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=MAX_PAGE).contains(n))
+                    .ok_or_else(|| bad(&format!("use a whole number from 1 to {MAX_PAGE}")))?
+            }
+            "after" => {
+                q.after = Some(
+                    value
+                        .parse::<Cursor>()
+                        .map_err(|_| bad("not a cursor this receiver gave (a listing's \"next\")"))?,
+                )
+            }
+            "kernel" => q.kernel = Some(text()?),
+            "label" => q.label = Some(text()?),
+            "since" => q.since = Some(time()?),
+            "until" => q.until = Some(time()?),
+            _ => return Err(bad(&format!("unknown (these are: {LIST_PARAMETERS})"))),
+        }
+        seen.push(key);
+    }
+    Ok(q)
 }
 
-async fn list_runs(State(st): State<Shared>) -> Response {
-    match tokio::task::spawn_blocking(move || summaries(&st)).await {
-        Ok(Ok(runs)) => Json(json!({ "runs": runs })).into_response(),
-        Ok(Err(resp)) => resp,
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("store task failed: {e}")),
+/// The page of the listing a read asks for, after its token is checked.
+async fn read_page(st: &Shared, headers: &HeaderMap, raw: Option<&str>) -> Result<(RunPage, ListQuery), Response> {
+    authorize(st, headers, Need::Read).await?;
+    let q = list_query(raw)?;
+    let q2 = q.clone();
+    let page = with_store(st, move |s| s.page(&q2)).await?;
+    Ok((page, q))
+}
+
+async fn list_runs(State(st): State<Shared>, headers: HeaderMap, RawQuery(raw): RawQuery) -> Response {
+    match read_page(&st, &headers, raw.as_deref()).await {
+        Ok((page, _)) => Json(json!({
+            "runs": page.runs,
+            "total": page.total,
+            "truncated": page.next.is_some(),
+            "next": page.next.map(|c| c.to_string()),
+        }))
+        .into_response(),
+        Err(resp) => resp,
     }
 }
 
@@ -423,7 +625,15 @@ struct KindQuery {
     kind: Option<String>,
 }
 
-async fn get_run(State(st): State<Shared>, UrlPath(id): UrlPath<String>, Query(q): Query<KindQuery>) -> Response {
+async fn get_run(
+    State(st): State<Shared>,
+    headers: HeaderMap,
+    UrlPath(id): UrlPath<String>,
+    Query(q): Query<KindQuery>,
+) -> Response {
+    if let Err(resp) = authorize(&st, &headers, Need::Read).await {
+        return resp;
+    }
     if let Err(e) = results_uploader::check_run_id(&id) {
         return error(StatusCode::BAD_REQUEST, e.to_string());
     }
@@ -431,15 +641,11 @@ async fn get_run(State(st): State<Shared>, UrlPath(id): UrlPath<String>, Query(q
         None => None,
         Some("document") => Some(RunKind::Document),
         Some("envelope") => Some(RunKind::Envelope),
-        Some(other) => return error(StatusCode::BAD_REQUEST, format!("unknown kind '{other}' (document or envelope)")),
+        Some(_) => return error(StatusCode::BAD_REQUEST, "unknown kind (document or envelope)"),
     };
-    let found = tokio::task::spawn_blocking(move || {
-        let store = st.store.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        store.body(&id, kind).map(|b| (id, b))
-    })
-    .await;
-    match found {
-        Ok(Ok((_, Some((kind, body))))) => (
+    let id2 = id.clone();
+    match with_store(&st, move |s| s.body(&id2, kind)).await {
+        Ok(Some((kind, body))) => (
             [
                 (header::CONTENT_TYPE, "application/json"),
                 (header::HeaderName::from_static("x-bootbench-kind"), kind.name()),
@@ -447,30 +653,66 @@ async fn get_run(State(st): State<Shared>, UrlPath(id): UrlPath<String>, Query(q
             body,
         )
             .into_response(),
-        Ok(Ok((id, None))) => error(StatusCode::NOT_FOUND, format!("run '{id}' is not stored here")),
-        Ok(Err(e)) => store_error(&e),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("store task failed: {e}")),
+        Ok(None) => error(StatusCode::NOT_FOUND, format!("run '{id}' is not stored here")),
+        Err(resp) => resp,
     }
 }
 
-async fn page(State(st): State<Shared>) -> Response {
-    let runs = match tokio::task::spawn_blocking(move || summaries(&st)).await {
-        Ok(Ok(runs)) => runs,
-        Ok(Err(resp)) => return resp,
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("store task failed: {e}")),
-    };
-    Html(render_page(&runs)).into_response()
+async fn page(State(st): State<Shared>, headers: HeaderMap, RawQuery(raw): RawQuery) -> Response {
+    match read_page(&st, &headers, raw.as_deref()).await {
+        Ok((page, q)) => Html(render_page(&page, &q, &st.links_base)).into_response(),
+        Err(resp) => resp,
+    }
 }
 
-/// The HTML listing: one row per stored run, newest first.
-pub fn render_page(runs: &[RunSummary]) -> String {
+/// 200 `{"ok":true}` when the store answers a trivial query, 503 when it
+/// does not (the log has why). No token: a load balancer or monitor asks.
+async fn healthz(State(st): State<Shared>) -> Response {
+    match with_store(&st, |s| s.ping()).await {
+        Ok(()) => Json(json!({ "ok": true, "store": "ok" })).into_response(),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "ok": false, "store": "failing" }))).into_response(),
+    }
+}
+
+/// The query string of the listing `q` starting after `after` (the limit
+/// only when not the default), with its leading '?'; empty when there is
+/// nothing to say.
+fn query_string(q: &ListQuery, after: Option<&Cursor>) -> String {
+    let mut out = url::form_urlencoded::Serializer::new(String::new());
+    if q.limit != DEFAULT_PAGE {
+        out.append_pair("limit", &q.limit.to_string());
+    }
+    for (key, value) in [("kernel", &q.kernel), ("label", &q.label), ("since", &q.since), ("until", &q.until)] {
+        if let Some(v) = value {
+            out.append_pair(key, v);
+        }
+    }
+    if let Some(c) = after {
+        out.append_pair("after", &c.to_string());
+    }
+    let text = out.finish();
+    if text.is_empty() {
+        text
+    } else {
+        format!("?{text}")
+    }
+}
+
+/// The HTML listing of `page` (asked for with `q`): one row per stored
+/// run, newest first, with "showing N of M" and links to the next page and
+/// back to the first. Every link starts with `base`: empty, so links are
+/// relative to the page (`runs/ID?kind=…`, `?after=…`) and work under
+/// whatever path prefix a reverse proxy serves it at, or `serve
+/// --base-url`'s URL ending in '/'.
+pub fn render_page(page: &RunPage, q: &ListQuery, base: &str) -> String {
     let esc = |s: &str| html_escape::encode_text(s).into_owned();
+    let attr = |s: &str| html_escape::encode_double_quoted_attribute(s).into_owned();
     let mut rows = String::new();
-    for r in runs {
+    for r in &page.runs {
         let id = esc(&r.run_id);
-        let href = format!("/runs/{}?kind={}", html_escape::encode_double_quoted_attribute(&r.run_id), r.kind.name());
+        let href = attr(&format!("{base}runs/{}?kind={}", r.run_id, r.kind.name()));
         rows.push_str(&format!(
-            "<tr><td><a href=\"{href}\">{id}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            "<tr><td><a href=\"{href}\">{id}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
             r.kind.name(),
             esc(&r.received_at),
             esc(&r.status),
@@ -480,14 +722,30 @@ pub fn render_page(runs: &[RunSummary]) -> String {
             esc(r.label.as_deref().unwrap_or("")),
             r.bytes,
             esc(r.remote.as_deref().unwrap_or("")),
+            esc(r.token_name.as_deref().unwrap_or("")),
         ));
     }
+    // The page itself: `base`, or "./" for the relative form (an empty
+    // href would keep the current query).
+    let here = if base.is_empty() { "./" } else { base };
+    let mut nav = String::new();
+    if let Some(next) = &page.next {
+        let href = format!("{base}{}", query_string(q, Some(next)));
+        nav.push_str(&format!(" <a rel=\"next\" href=\"{}\">next page</a>", attr(&href)));
+    }
+    if q.after.is_some() {
+        let first = query_string(q, None);
+        let href = if first.is_empty() { here.to_string() } else { format!("{base}{first}") };
+        nav.push_str(&format!(" <a rel=\"first\" href=\"{}\">first page</a>", attr(&href)));
+    }
+    let json = attr(&format!("{base}runs{}", query_string(q, q.after.as_ref())));
     format!(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>bootbench runs</title>\
 <style>body{{font-family:sans-serif}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px;text-align:left}}</style>\
-</head><body><h1>bootbench runs</h1><p>{} run(s), newest first. JSON: <a href=\"/runs\">/runs</a>.</p>\n\
-<table><tr><th>run id</th><th>kind</th><th>received</th><th>status</th><th>kernel</th><th>arch</th><th>suite</th><th>label</th><th>bytes</th><th>from</th></tr>\n{rows}</table></body></html>\n",
-        runs.len()
+</head><body><h1>bootbench runs</h1><p>showing {} of {} run(s), newest first.{nav} JSON: <a href=\"{json}\">runs</a>.</p>\n\
+<table><tr><th>run id</th><th>kind</th><th>received</th><th>status</th><th>kernel</th><th>arch</th><th>suite</th><th>label</th><th>bytes</th><th>from</th><th>token</th></tr>\n{rows}</table></body></html>\n",
+        page.runs.len(),
+        page.total,
     )
 }
 
@@ -497,6 +755,8 @@ mod tests {
     use crate::results::{BootRecord, ResultsFile};
     use results_uploader::{upload, RetryPolicy, UploadReport, UploadRequest, UploadSettings, Verdict};
     use std::time::Duration;
+
+    const TOKEN: &str = "t0ken-0123456789abcdef";
 
     fn envelope(id: &str, console_bytes: usize) -> Vec<u8> {
         let doc = crate::service::store::tests::doc(id);
@@ -515,7 +775,9 @@ mod tests {
         store.limit_pages(8);
         let cfg = ServeConfig {
             db,
-            token: "t0ken".into(),
+            tokens: vec![GivenToken { name: "cli".into(), secret: TOKEN.into(), scope: Scope::UPLOAD }],
+            public_reads: false,
+            base_url: None,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             max_bytes: DEFAULT_MAX_BYTES,
             log_prefix: None,
@@ -533,13 +795,13 @@ mod tests {
             jitter_seed: Some(1),
             total_budget: Duration::from_secs(60),
         };
-        let o = upload(&UploadRequest { base_url: &url, token: "t0ken", run_id: "run-full", body: &body }, &settings);
+        let o = upload(&UploadRequest { base_url: &url, token: TOKEN, run_id: "run-full", body: &body }, &settings);
         assert_eq!(UploadReport::from(&o).history, ["507", "507"], "{o:?}");
         assert_eq!(o.verdict, Verdict::GaveUp, "{o:?}");
         assert!(o.error.as_deref().unwrap_or_default().contains("store is full"), "{o:?}");
         // A small run still fits: the receiver is not broken, only full.
         let small = envelope("run-small", 0);
-        let o = upload(&UploadRequest { base_url: &url, token: "t0ken", run_id: "run-small", body: &small }, &settings);
+        let o = upload(&UploadRequest { base_url: &url, token: TOKEN, run_id: "run-small", body: &small }, &settings);
         assert_eq!(o.verdict, Verdict::Stored, "{o:?}");
         receiver.stop().unwrap();
     }
@@ -573,5 +835,74 @@ mod tests {
             assert_eq!(got, status, "{text}");
             assert!(!text.contains("private-lab-dir") && !text.contains("disk I/O"), "{text}");
         }
+    }
+
+    fn summary(id: &str) -> crate::service::store::RunSummary {
+        crate::service::store::RunSummary {
+            run_id: id.into(),
+            kind: RunKind::Document,
+            sha256: "x".into(),
+            bytes: 1,
+            received_at: "2024-05-01T00:00:00Z".into(),
+            remote: None,
+            status: "complete".into(),
+            kernel_release: "6.1".into(),
+            arch: "x86_64".into(),
+            suite: "quick".into(),
+            label: None,
+            token_name: Some("lab-1".into()),
+        }
+    }
+
+    /// The hrefs of `html`, in order.
+    fn hrefs(html: &str) -> Vec<String> {
+        html.split("href=\"")
+            .skip(1)
+            .filter_map(|s| s.split('"').next())
+            .map(|h| html_escape::decode_html_entities(h).into_owned())
+            .collect()
+    }
+
+    /// Behind a reverse proxy that serves the receiver at
+    /// https://lab/bootbench/ (stripping the prefix), every link on the
+    /// page still leads to the receiver: relative links resolve under the
+    /// prefix, and --base-url's are absolute.
+    #[test]
+    fn the_pages_links_work_under_a_proxys_path_prefix() {
+        let runs = vec![summary("run-b"), summary("run-a")];
+        let next = Some(crate::service::store::Cursor::of(&runs[1]));
+        let page = RunPage { runs, total: 5, next };
+        let q = ListQuery { limit: 2, kernel: Some("6.1 x&y".into()), ..ListQuery::default() };
+        let proxied = url::Url::parse("https://lab/bootbench/").unwrap();
+        let expect_under = |links: &[String], base: &url::Url| {
+            let resolved: Vec<url::Url> = links.iter().map(|h| base.join(h).unwrap()).collect();
+            let paths: Vec<&str> = resolved.iter().map(|u| u.path()).collect();
+            assert_eq!(
+                paths,
+                ["/bootbench/", "/bootbench/runs", "/bootbench/runs/run-b", "/bootbench/runs/run-a"],
+                "{links:?}"
+            );
+            assert!(resolved.iter().all(|u| u.host_str() == Some("lab")), "{resolved:?}");
+            let next: std::collections::HashMap<_, _> = resolved[0].query_pairs().into_owned().collect();
+            assert_eq!(next.get("after").map(String::as_str), Some("2024-05-01T00:00:00Z,run-a,document"));
+            assert_eq!(next.get("kernel").map(String::as_str), Some("6.1 x&y"));
+            assert_eq!(next.get("limit").map(String::as_str), Some("2"));
+            assert_eq!(resolved[2].query(), Some("kind=document"));
+        };
+        // Relative: the proxy's prefix is kept whatever it is.
+        let html = render_page(&page, &q, "");
+        assert!(html.contains("showing 2 of 5 run(s)"), "{html}");
+        assert!(html.contains("<td>lab-1</td>"), "{html}");
+        expect_under(&hrefs(&html), &proxied);
+        // Absolute, from --base-url: right wherever the page is read from.
+        let html = render_page(&page, &q, "https://lab/bootbench/");
+        let links = hrefs(&html);
+        assert!(links.iter().all(|h| h.starts_with("https://lab/bootbench/")), "{links:?}");
+        expect_under(&links, &url::Url::parse("http://elsewhere/").unwrap());
+        // A later page links back to the first, under the prefix too.
+        let q = ListQuery { after: page.next.clone(), ..ListQuery { limit: DEFAULT_PAGE, ..ListQuery::default() } };
+        let last = RunPage { next: None, ..page };
+        let links = hrefs(&render_page(&last, &q, ""));
+        assert_eq!(proxied.join(&links[0]).unwrap().as_str(), "https://lab/bootbench/");
     }
 }

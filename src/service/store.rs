@@ -13,6 +13,7 @@
 
 use crate::results::migration::{migrate_document, migrate_results, MigrationError};
 use crate::results::{BootRecord, ResultsFile, ENVELOPE_VERSION, FORMAT};
+use crate::service::tokens::{Scope, TokenDigest};
 use loads::schema::{RunDocument, SCHEMA_VERSION};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use serde::Serialize;
@@ -21,9 +22,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Layout version of the store (SQLite `user_version`).
-pub const STORE_VERSION: i64 = 1;
+pub const STORE_VERSION: i64 = 2;
 
-const SCHEMA: &str = "
+/// The steps from one layout to the next: the version each makes and its
+/// SQL. [`Store::open`] runs the ones above the file's `user_version`, in
+/// order, in one transaction, so a store an older bootbench made is brought
+/// up to date when a writer opens it (readers read either layout).
+const MIGRATIONS: &[(i64, &str)] = &[(1, LAYOUT_1), (2, LAYOUT_2)];
+
+/// The runs table.
+const LAYOUT_1: &str = "
 CREATE TABLE IF NOT EXISTS runs (
     run_id          TEXT NOT NULL,
     kind            TEXT NOT NULL CHECK (kind IN ('document', 'envelope')),
@@ -41,6 +49,19 @@ CREATE TABLE IF NOT EXISTS runs (
     PRIMARY KEY (run_id, kind)
 );
 CREATE INDEX IF NOT EXISTS runs_received ON runs (received_at);
+";
+
+/// Named tokens (only a digest of each secret) and which one stored a run.
+const LAYOUT_2: &str = "
+ALTER TABLE runs ADD COLUMN token_name TEXT;
+CREATE TABLE tokens (
+    name        TEXT PRIMARY KEY,
+    sha256      TEXT NOT NULL UNIQUE,
+    can_upload  INTEGER NOT NULL,
+    can_read    INTEGER NOT NULL,
+    created_at  TEXT NOT NULL,
+    revoked_at  TEXT
+);
 ";
 
 /// The pragmas every writing connection runs with, in order. WAL lets a
@@ -137,6 +158,29 @@ pub enum StoreError {
     /// (its error names the store and the run).
     #[error(transparent)]
     Migration(MigrationError),
+    /// A token of this name is stored already (revoked ones stay, so the
+    /// runs they stored keep a name that means one token).
+    #[error("results store {path} has a token named '{name}' already; choose another name")]
+    TokenExists {
+        /// The file.
+        path: PathBuf,
+        /// The name.
+        name: String,
+    },
+    /// The same secret is stored under another name.
+    #[error("results store {path} has this token under another name already; use a fresh one")]
+    TokenReused {
+        /// The file.
+        path: PathBuf,
+    },
+    /// No token of this name.
+    #[error("results store {path} has no token named '{name}' (bootbench serve token list)")]
+    NoSuchToken {
+        /// The file.
+        path: PathBuf,
+        /// The name.
+        name: String,
+    },
 }
 
 impl StoreError {
@@ -274,6 +318,106 @@ pub struct RunSummary {
     pub suite: String,
     /// The envelope's label.
     pub label: Option<String>,
+    /// The name of the token that stored it (`None`: stored before tokens
+    /// had names, or by `run --serve`'s host side).
+    pub token_name: Option<String>,
+}
+
+/// Which runs a listing takes: at most `limit`, newest first, after the
+/// cursor, matching every filter given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListQuery {
+    /// Most runs returned.
+    pub limit: usize,
+    /// Start after this run (the `next` of the page before).
+    pub after: Option<Cursor>,
+    /// Kernel release, exactly.
+    pub kernel: Option<String>,
+    /// The envelope's label, exactly.
+    pub label: Option<String>,
+    /// Received at or after (RFC 3339, UTC, whole seconds).
+    pub since: Option<String>,
+    /// Received before (RFC 3339, UTC, whole seconds).
+    pub until: Option<String>,
+}
+
+/// A place in the listing's order (received time, newest first; then run
+/// id and kind), as a keyset: it stays valid however many runs arrive
+/// after it was handed out, and across a `VACUUM` or a backup copy.
+/// Written as `RECEIVED_AT,RUN_ID,KIND`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    received_at: String,
+    run_id: String,
+    kind: RunKind,
+}
+
+impl Cursor {
+    /// The place of `run` in the order.
+    pub fn of(run: &RunSummary) -> Cursor {
+        Cursor { received_at: run.received_at.clone(), run_id: run.run_id.clone(), kind: run.kind }
+    }
+}
+
+impl std::fmt::Display for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{},{},{}", self.received_at, self.run_id, self.kind.name())
+    }
+}
+
+impl std::str::FromStr for Cursor {
+    type Err = ();
+
+    /// Reads what [`Cursor`]'s `Display` writes; `Err` for anything else.
+    fn from_str(s: &str) -> Result<Cursor, ()> {
+        let mut parts = s.split(',');
+        let (Some(at), Some(id), Some(kind), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+            return Err(());
+        };
+        let kind = match kind {
+            "document" => RunKind::Document,
+            "envelope" => RunKind::Envelope,
+            _ => return Err(()),
+        };
+        humantime::parse_rfc3339(at).map_err(|_| ())?;
+        results_uploader::check_run_id(id).map_err(|_| ())?;
+        Ok(Cursor { received_at: at.to_string(), run_id: id.to_string(), kind })
+    }
+}
+
+/// One page of the listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunPage {
+    /// The runs, newest first.
+    pub runs: Vec<RunSummary>,
+    /// How many runs match the filters, on every page.
+    pub total: u64,
+    /// Where the next page starts; `None` on the last page.
+    pub next: Option<Cursor>,
+}
+
+/// A token in the store's table (its digest stays inside the store).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredToken {
+    /// Its name.
+    pub name: String,
+    /// What it may do.
+    pub scope: Scope,
+    /// When it was added (RFC 3339, UTC).
+    pub created_at: String,
+    /// When it was revoked, if it was.
+    pub revoked_at: Option<String>,
+    /// The secret's digest.
+    pub digest: TokenDigest,
+}
+
+/// What [`Store::revoke_token`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Revocation {
+    /// Revoked now.
+    Revoked,
+    /// It was revoked already, at this time.
+    Already(String),
 }
 
 /// What [`Store::put`] did.
@@ -402,6 +546,9 @@ pub fn canonical_sha256(json: &[u8]) -> Option<String> {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// The file's layout version: a writer's is [`STORE_VERSION`], a
+    /// reader's what it found.
+    layout: i64,
 }
 
 impl std::fmt::Debug for Store {
@@ -411,7 +558,19 @@ impl std::fmt::Debug for Store {
 }
 
 const SUMMARY_COLUMNS: &str =
-    "run_id, kind, sha256, bytes, received_at, remote, status, kernel_release, arch, suite, label";
+    "run_id, kind, sha256, bytes, received_at, remote, status, kernel_release, arch, suite, label, token_name";
+/// [`SUMMARY_COLUMNS`] in a layout 1 store, which a reader does not migrate.
+const SUMMARY_COLUMNS_LAYOUT_1: &str =
+    "run_id, kind, sha256, bytes, received_at, remote, status, kernel_release, arch, suite, label, NULL";
+
+/// The listing's filters, `?1` to `?4`: kernel, label, since, until (each
+/// NULL when not given).
+const LIST_FILTERS: &str = "(?1 IS NULL OR kernel_release = ?1) AND (?2 IS NULL OR label = ?2)
+    AND (?3 IS NULL OR received_at >= ?3) AND (?4 IS NULL OR received_at < ?4)";
+/// The rows after a [`Cursor`] (`?5` to `?7`, NULL for the first page) in
+/// the listing's order, `ORDER BY received_at DESC, run_id, kind`.
+const LIST_AFTER: &str = "(?5 IS NULL OR received_at < ?5
+    OR (received_at = ?5 AND (run_id > ?6 OR (run_id = ?6 AND kind > ?7))))";
 
 fn summary_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunSummary> {
     Ok(RunSummary {
@@ -426,32 +585,67 @@ fn summary_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunSummary> {
         arch: row.get(8)?,
         suite: row.get(9)?,
         label: row.get(10)?,
+        token_name: row.get(11)?,
     })
+}
+
+fn token_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredToken> {
+    let text: String = row.get(1)?;
+    let mut digest = [0u8; 32];
+    hex::decode_to_slice(&text, &mut digest)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(1, rusqlite::types::Type::Text, Box::new(e)))?;
+    Ok(StoredToken {
+        name: row.get(0)?,
+        scope: Scope { upload: row.get(2)?, read: row.get(3)? },
+        created_at: row.get(4)?,
+        revoked_at: row.get(5)?,
+        digest,
+    })
+}
+
+/// Now, as the store writes times (RFC 3339, UTC, whole seconds).
+fn now() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// Brings the store on `conn` up to [`STORE_VERSION`] with the
+/// [`MIGRATIONS`] above its `user_version`: one IMMEDIATE transaction that
+/// reads the version inside it, so two writers opening an older store at
+/// once migrate it once.
+fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    for (to, sql) in MIGRATIONS.iter().filter(|(to, _)| *to > version) {
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", to)?;
+    }
+    tx.commit()
 }
 
 impl Store {
     /// Opens (creating if needed) the store at `path` for writing: the
-    /// receiver's. Runs [`WRITER_PRAGMAS`] and sets up the table.
+    /// receiver's. Runs [`WRITER_PRAGMAS`] and brings the layout up to
+    /// [`STORE_VERSION`].
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         let open_err = |source| StoreError::Open { path: path.to_path_buf(), source };
-        let conn = Connection::open(path).map_err(open_err)?;
+        let mut conn = Connection::open(path).map_err(open_err)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(open_err)?;
         if version > STORE_VERSION {
             return Err(StoreError::NewerLayout { path: path.to_path_buf(), found: version });
         }
         set_writer_pragmas(&conn, path)?;
-        conn.execute_batch(SCHEMA).map_err(open_err)?;
-        conn.pragma_update(None, "user_version", STORE_VERSION).map_err(open_err)?;
-        Ok(Store { conn, path: path.to_path_buf() })
+        migrate(&mut conn).map_err(open_err)?;
+        Ok(Store { conn, path: path.to_path_buf(), layout: STORE_VERSION })
     }
 
     /// Opens the existing store at `path` for reading only: what `compare
     /// --store` and `contest-report --store` use. It never creates a file
-    /// and runs no schema set-up, and a path that is no store is an error
-    /// naming it. SQLite still needs the store's `-shm` file, which it
-    /// makes when `serve` is not running: a store in a directory this
-    /// user cannot write, with no `-shm` beside it, does not open.
+    /// and runs no schema set-up (an older layout is read as it is), and a
+    /// path that is no store is an error naming it. SQLite still needs the
+    /// store's `-shm` file, which it makes when `serve` is not running: a
+    /// store in a directory this user cannot write, with no `-shm` beside
+    /// it, does not open.
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
         if !path.exists() {
             return Err(StoreError::Missing { path: path.to_path_buf() });
@@ -482,7 +676,7 @@ impl Store {
         if !has_runs {
             return Err(not_a_store("it has no runs table"));
         }
-        Ok(Store { conn, path: path.to_path_buf() })
+        Ok(Store { conn, path: path.to_path_buf(), layout: version })
     }
 
     /// The file.
@@ -494,10 +688,24 @@ impl Store {
         move |source| StoreError::Query { path: self.path.clone(), what, source }
     }
 
+    fn summary_columns(&self) -> &'static str {
+        if self.layout >= 2 {
+            SUMMARY_COLUMNS
+        } else {
+            SUMMARY_COLUMNS_LAYOUT_1
+        }
+    }
+
     /// Stores `run` unless its run id and kind are there already; then it
-    /// says whether the stored content is the same. One transaction, so
-    /// two concurrent uploads of one run store it once.
-    pub fn put(&mut self, run: &ValidatedRun, remote: Option<&str>) -> Result<PutOutcome, StoreError> {
+    /// says whether the stored content is the same. `remote` is who sent
+    /// it, `token_name` the name of the token it came with. One
+    /// transaction, so two concurrent uploads of one run store it once.
+    pub fn put(
+        &mut self,
+        run: &ValidatedRun,
+        remote: Option<&str>,
+        token_name: Option<&str>,
+    ) -> Result<PutOutcome, StoreError> {
         let path = &self.path;
         let err = |what| move |source| StoreError::Query { path: path.clone(), what, source };
         let tx = self
@@ -516,24 +724,24 @@ impl Store {
             Some(sha) if sha == run.sha256 => PutOutcome::AlreadyStored,
             Some(sha) => PutOutcome::Conflict { existing_sha256: sha },
             None => {
-                let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
                 tx.execute(
-                    "INSERT INTO runs (run_id, kind, sha256, body, bytes, received_at, remote, schema_version, status, kernel_release, arch, suite, label)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                    "INSERT INTO runs (run_id, kind, sha256, body, bytes, received_at, remote, schema_version, status, kernel_release, arch, suite, label, token_name)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
                     params![
                         run.run_id,
                         run.kind.name(),
                         run.sha256,
                         run.body,
                         run.body.len() as i64,
-                        now,
+                        now(),
                         remote,
                         run.schema_version,
                         run.status,
                         run.kernel_release,
                         run.arch,
                         run.suite,
-                        run.label
+                        run.label,
+                        token_name
                     ],
                 )
                 .map_err(err("inserting the run"))?;
@@ -546,19 +754,58 @@ impl Store {
 
     /// Runs, newest first, at most `limit`.
     pub fn list(&self, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
-        let sql = format!("SELECT {SUMMARY_COLUMNS} FROM runs ORDER BY received_at DESC, run_id, kind LIMIT ?1");
-        let mut stmt = self.conn.prepare(&sql).map_err(self.query_err("listing runs"))?;
-        let rows = stmt
-            .query_map([limit as i64], summary_row)
-            .map_err(self.query_err("listing runs"))?
+        Ok(self.page(&ListQuery { limit, ..ListQuery::default() })?.runs)
+    }
+
+    /// One page of the listing (see [`ListQuery`]), with the number of
+    /// runs that match and where the next page starts.
+    pub fn page(&self, q: &ListQuery) -> Result<RunPage, StoreError> {
+        let what = "listing runs";
+        let total: i64 = self
+            .conn
+            .query_row(
+                &format!("SELECT count(*) FROM runs WHERE {LIST_FILTERS}"),
+                params![q.kernel, q.label, q.since, q.until],
+                |r| r.get(0),
+            )
+            .map_err(self.query_err(what))?;
+        let sql = format!(
+            "SELECT {} FROM runs WHERE {LIST_FILTERS} AND {LIST_AFTER} ORDER BY received_at DESC, run_id, kind LIMIT ?8",
+            self.summary_columns()
+        );
+        let after = q.after.as_ref();
+        // One more than asked, to know whether there is a next page.
+        let limit = i64::try_from(q.limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let mut stmt = self.conn.prepare(&sql).map_err(self.query_err(what))?;
+        let mut runs = stmt
+            .query_map(
+                params![
+                    q.kernel,
+                    q.label,
+                    q.since,
+                    q.until,
+                    after.map(|c| &c.received_at),
+                    after.map(|c| &c.run_id),
+                    after.map(|c| c.kind.name()),
+                    limit
+                ],
+                summary_row,
+            )
+            .map_err(self.query_err(what))?
             .collect::<Result<Vec<_>, _>>()
-            .map_err(self.query_err("listing runs"))?;
-        Ok(rows)
+            .map_err(self.query_err(what))?;
+        let next = if runs.len() > q.limit {
+            runs.truncate(q.limit);
+            runs.last().map(Cursor::of)
+        } else {
+            None
+        };
+        Ok(RunPage { runs, total: total.max(0) as u64, next })
     }
 
     /// The summaries stored for `run_id` (none, one or both kinds).
     pub fn summaries(&self, run_id: &str) -> Result<Vec<RunSummary>, StoreError> {
-        let sql = format!("SELECT {SUMMARY_COLUMNS} FROM runs WHERE run_id = ?1 ORDER BY kind DESC");
+        let sql = format!("SELECT {} FROM runs WHERE run_id = ?1 ORDER BY kind DESC", self.summary_columns());
         let mut stmt = self.conn.prepare(&sql).map_err(self.query_err("looking up a run"))?;
         let rows = stmt
             .query_map([run_id], summary_row)
@@ -566,6 +813,79 @@ impl Store {
             .collect::<Result<Vec<_>, _>>()
             .map_err(self.query_err("looking up a run"))?;
         Ok(rows)
+    }
+
+    /// Answers a trivial query on both tables: whether the store works.
+    pub fn ping(&self) -> Result<(), StoreError> {
+        self.conn
+            .query_row("SELECT EXISTS (SELECT 1 FROM runs), EXISTS (SELECT 1 FROM tokens)", [], |_| Ok(()))
+            .map_err(self.query_err("checking the store"))
+    }
+
+    /// Adds a token named `name` (checked by the caller with
+    /// [`crate::service::tokens::check_name`]) with the secret's `digest`.
+    pub fn add_token(&self, name: &str, digest: &TokenDigest, scope: Scope) -> Result<(), StoreError> {
+        let what = "adding a token";
+        let inserted = self.conn.execute(
+            "INSERT INTO tokens (name, sha256, can_upload, can_read, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![name, hex::encode(digest), scope.upload, scope.read, now()],
+        );
+        match inserted {
+            Ok(_) => Ok(()),
+            Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation) => {
+                let named: bool = self
+                    .conn
+                    .query_row("SELECT EXISTS (SELECT 1 FROM tokens WHERE name = ?1)", [name], |r| r.get(0))
+                    .map_err(self.query_err(what))?;
+                Err(if named {
+                    StoreError::TokenExists { path: self.path.clone(), name: name.to_string() }
+                } else {
+                    StoreError::TokenReused { path: self.path.clone() }
+                })
+            }
+            Err(e) => Err(self.query_err(what)(e)),
+        }
+    }
+
+    /// Every stored token, revoked ones included, oldest first.
+    pub fn tokens(&self) -> Result<Vec<StoredToken>, StoreError> {
+        let what = "reading the tokens";
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT name, sha256, can_upload, can_read, created_at, revoked_at FROM tokens ORDER BY created_at, name",
+            )
+            .map_err(self.query_err(what))?;
+        let rows = stmt
+            .query_map([], token_row)
+            .map_err(self.query_err(what))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(self.query_err(what))?;
+        Ok(rows)
+    }
+
+    /// Revokes token `name`: from now on it is refused. Its row stays, so
+    /// the runs it stored keep their token's name.
+    pub fn revoke_token(&self, name: &str) -> Result<Revocation, StoreError> {
+        let what = "revoking a token";
+        let revoked_at: Option<Option<String>> = self
+            .conn
+            .query_row("SELECT revoked_at FROM tokens WHERE name = ?1", [name], |r| r.get(0))
+            .optional()
+            .map_err(self.query_err(what))?;
+        match revoked_at {
+            None => Err(StoreError::NoSuchToken { path: self.path.clone(), name: name.to_string() }),
+            Some(Some(at)) => Ok(Revocation::Already(at)),
+            Some(None) => {
+                self.conn
+                    .execute(
+                        "UPDATE tokens SET revoked_at = ?2 WHERE name = ?1 AND revoked_at IS NULL",
+                        params![name, now()],
+                    )
+                    .map_err(self.query_err(what))?;
+                Ok(Revocation::Revoked)
+            }
+        }
     }
 
     /// The body stored for `run_id`: the envelope if there is one, else
@@ -690,25 +1010,27 @@ pub(crate) mod tests {
         let mut store = Store::open(&dir.path().join("s.db")).unwrap();
         let body = serde_json::to_vec(&doc("r1")).unwrap();
         let run = validate(body.clone(), "r1").unwrap();
-        assert_eq!(store.put(&run, Some("10.0.2.15")).unwrap(), PutOutcome::Stored);
+        assert_eq!(store.put(&run, Some("10.0.2.15"), Some("lab-1")).unwrap(), PutOutcome::Stored);
         // Pretty-printed is the same content.
         let pretty = serde_json::to_vec_pretty(&doc("r1")).unwrap();
-        assert_eq!(store.put(&validate(pretty, "r1").unwrap(), None).unwrap(), PutOutcome::AlreadyStored);
+        assert_eq!(store.put(&validate(pretty, "r1").unwrap(), None, None).unwrap(), PutOutcome::AlreadyStored);
         let mut other = doc("r1");
         other.status = Status::Partial;
         let other = validate(serde_json::to_vec(&other).unwrap(), "r1").unwrap();
         assert!(
-            matches!(store.put(&other, None).unwrap(), PutOutcome::Conflict { existing_sha256 } if existing_sha256 == run.sha256)
+            matches!(store.put(&other, None, None).unwrap(), PutOutcome::Conflict { existing_sha256 } if existing_sha256 == run.sha256)
         );
         assert_eq!(store.list(10).unwrap().len(), 1);
         // The host's envelope of the same run is a second kind, not a conflict.
         let env = validate(serde_json::to_vec(&envelope("r1")).unwrap(), "r1").unwrap();
         assert_eq!(env.kind, RunKind::Envelope);
-        assert_eq!(store.put(&env, None).unwrap(), PutOutcome::Stored);
+        assert_eq!(store.put(&env, None, None).unwrap(), PutOutcome::Stored);
         let rows = store.summaries("r1").unwrap();
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].kind, RunKind::Envelope);
         assert_eq!(rows[1].remote.as_deref(), Some("10.0.2.15"));
+        assert_eq!(rows[1].token_name.as_deref(), Some("lab-1"));
+        assert_eq!(rows[0].token_name, None);
         assert_eq!(rows[1].kernel_release, "6.1.0-test");
     }
 
@@ -717,9 +1039,9 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("s.db");
         let mut store = Store::open(&db).unwrap();
-        store.put(&validate(serde_json::to_vec(&doc("d1")).unwrap(), "d1").unwrap(), None).unwrap();
-        store.put(&validate(serde_json::to_vec(&doc("e1")).unwrap(), "e1").unwrap(), None).unwrap();
-        store.put(&validate(serde_json::to_vec(&envelope("e1")).unwrap(), "e1").unwrap(), None).unwrap();
+        store.put(&validate(serde_json::to_vec(&doc("d1")).unwrap(), "d1").unwrap(), None, None).unwrap();
+        store.put(&validate(serde_json::to_vec(&doc("e1")).unwrap(), "e1").unwrap(), None, None).unwrap();
+        store.put(&validate(serde_json::to_vec(&envelope("e1")).unwrap(), "e1").unwrap(), None, None).unwrap();
         drop(store);
         let d = load_run(&db, "d1").unwrap();
         assert!(matches!(d, StoredRun::Document(_)));
@@ -825,7 +1147,7 @@ pub(crate) mod tests {
 
         let db = dir.path().join("s.db");
         let mut store = Store::open(&db).unwrap();
-        store.put(&validate(serde_json::to_vec(&doc("r1")).unwrap(), "r1").unwrap(), None).unwrap();
+        store.put(&validate(serde_json::to_vec(&doc("r1")).unwrap(), "r1").unwrap(), None, None).unwrap();
         let reader = Store::open_read_only(&db).unwrap();
         assert!(reader.conn.is_readonly(rusqlite::MAIN_DB).unwrap());
         assert!(matches!(reader.load("r1").unwrap(), StoredRun::Document(_)));
@@ -858,7 +1180,7 @@ pub(crate) mod tests {
 
         // An envelope reads back exactly as the same bytes read as a file.
         let body = serde_json::to_vec_pretty(&envelope("r1")).unwrap();
-        store.put(&validate(body.clone(), "r1").unwrap(), None).unwrap();
+        store.put(&validate(body.clone(), "r1").unwrap(), None, None).unwrap();
         let file = dir.path().join("r1.json");
         std::fs::write(&file, &body).unwrap();
         match store.load("r1").unwrap() {
@@ -874,10 +1196,137 @@ pub(crate) mod tests {
         store.limit_pages(4);
         let mut big = doc("r1");
         big.errors.push(loads::schema::RunError { location: "x".into(), message: "y".repeat(1 << 20) });
-        let e = store.put(&validate(serde_json::to_vec(&big).unwrap(), "r1").unwrap(), None).unwrap_err();
+        let e = store.put(&validate(serde_json::to_vec(&big).unwrap(), "r1").unwrap(), None, None).unwrap_err();
         assert!(e.is_full(), "{e:?}");
         assert!(store.list(10).unwrap().is_empty(), "nothing half-stored");
         let other = StoreError::NotFound { path: "s.db".into(), run_id: "r1".into() };
         assert!(!other.is_full());
+    }
+
+    /// The layout 1 tables, as a bootbench before named tokens made them.
+    fn layout_1_store(db: &Path) {
+        let conn = Connection::open(db).unwrap();
+        conn.execute_batch(LAYOUT_1).unwrap();
+        conn.execute(
+            "INSERT INTO runs (run_id, kind, sha256, body, bytes, received_at, remote, schema_version, status, kernel_release, arch, suite)
+             VALUES ('old', 'document', 'x', ?1, 1, '2024-01-01T00:00:00Z', '10.0.2.15', 1, 'complete', 'k', 'x86_64', 'quick')",
+            [serde_json::to_vec(&doc("old")).unwrap()],
+        )
+        .unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+    }
+
+    #[test]
+    fn a_layout_1_store_is_migrated_by_a_writer_and_read_as_it_is_by_a_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("old.db");
+        layout_1_store(&db);
+        // A reader changes nothing, and lists the old rows without a token.
+        let reader = Store::open_read_only(&db).unwrap();
+        let old = reader.list(10).unwrap();
+        assert_eq!((old.len(), old[0].token_name.clone()), (1, None));
+        drop(reader);
+        let version = |db: &Path| -> i64 {
+            Connection::open(db).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap()
+        };
+        assert_eq!(version(&db), 1);
+        // A writer brings it up to date, once.
+        let mut store = Store::open(&db).unwrap();
+        assert_eq!(version(&db), STORE_VERSION);
+        store.add_token("lab-1", &crate::service::tokens::digest("0123456789abcdef"), Scope::UPLOAD).unwrap();
+        store.put(&validate(serde_json::to_vec(&doc("new")).unwrap(), "new").unwrap(), None, Some("lab-1")).unwrap();
+        drop(store);
+        let store = Store::open(&db).unwrap();
+        let rows = store.list(10).unwrap();
+        let names: Vec<_> = rows.iter().map(|r| (r.run_id.as_str(), r.token_name.as_deref())).collect();
+        assert_eq!(names, [("new", Some("lab-1")), ("old", None)]);
+        assert_eq!(store.tokens().unwrap().len(), 1);
+        store.ping().unwrap();
+    }
+
+    #[test]
+    fn tokens_are_added_listed_and_revoked_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db")).unwrap();
+        let (a, b) = (crate::service::tokens::digest("secret-a-0123456789"), crate::service::tokens::digest("b"));
+        store.add_token("lab-a", &a, Scope::UPLOAD).unwrap();
+        store.add_token("reader", &b, Scope { upload: false, read: true }).unwrap();
+        let e = store.add_token("lab-a", &crate::service::tokens::digest("other"), Scope::UPLOAD).unwrap_err();
+        assert!(matches!(e, StoreError::TokenExists { .. }), "{e}");
+        let e = store.add_token("lab-c", &a, Scope::UPLOAD).unwrap_err();
+        assert!(matches!(e, StoreError::TokenReused { .. }), "{e}");
+        let all = store.tokens().unwrap();
+        let listed: Vec<_> = all.iter().map(|t| (t.name.as_str(), t.scope.name(), t.revoked_at.is_some())).collect();
+        assert_eq!(listed, [("lab-a", "upload", false), ("reader", "read", false)]);
+        assert_eq!(all[0].digest, a);
+        assert_eq!(store.revoke_token("lab-a").unwrap(), Revocation::Revoked);
+        assert!(matches!(store.revoke_token("lab-a").unwrap(), Revocation::Already(_)));
+        assert!(matches!(store.revoke_token("nope").unwrap_err(), StoreError::NoSuchToken { .. }));
+        let all = store.tokens().unwrap();
+        assert!(all[0].revoked_at.is_some() && all[1].revoked_at.is_none());
+    }
+
+    #[test]
+    fn pages_follow_the_cursor_and_filters_hold_on_every_page() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("s.db")).unwrap();
+        for (i, kernel) in ["6.1", "6.1", "6.2", "6.1", "6.1"].iter().enumerate() {
+            let mut d = doc(&format!("r{i}"));
+            d.provenance.kernel.release = kernel.to_string();
+            store.put(&validate(serde_json::to_vec(&d).unwrap(), &d.run_id).unwrap(), None, None).unwrap();
+            // r4 newest; r2 and r3 in the same second (the run id breaks the tie).
+            let at = format!("2024-05-0{}T00:00:00Z", [1, 2, 3, 3, 4][i]);
+            store.conn.execute("UPDATE runs SET received_at = ?1 WHERE run_id = ?2", params![at, d.run_id]).unwrap();
+        }
+        let ids = |p: &RunPage| p.runs.iter().map(|r| r.run_id.clone()).collect::<Vec<_>>();
+        let mut q = ListQuery { limit: 2, ..ListQuery::default() };
+        let mut seen = Vec::new();
+        loop {
+            let page = store.page(&q).unwrap();
+            assert_eq!(page.total, 5);
+            seen.extend(ids(&page));
+            match page.next {
+                // A cursor survives its text form (what a client sends back).
+                Some(c) => q.after = Some(c.to_string().parse().unwrap()),
+                None => break,
+            }
+        }
+        assert_eq!(seen, ["r4", "r2", "r3", "r1", "r0"]);
+        // A run arriving between pages does not shift the pages after it.
+        let q1 = ListQuery { limit: 2, ..ListQuery::default() };
+        let first = store.page(&q1).unwrap();
+        store.put(&validate(serde_json::to_vec(&doc("r9")).unwrap(), "r9").unwrap(), None, None).unwrap();
+        let second = store.page(&ListQuery { after: first.next, ..q1 }).unwrap();
+        assert_eq!(ids(&second), ["r3", "r1"]);
+
+        let kernel = ListQuery { limit: 10, kernel: Some("6.1".into()), ..ListQuery::default() };
+        let page = store.page(&kernel).unwrap();
+        assert_eq!(
+            (ids(&page), page.total, page.next),
+            (vec!["r4".into(), "r3".into(), "r1".into(), "r0".into()], 4, None)
+        );
+        let window = ListQuery {
+            limit: 1,
+            kernel: Some("6.1".into()),
+            since: Some("2024-05-02T00:00:00Z".into()),
+            until: Some("2024-05-04T00:00:00Z".into()),
+            ..ListQuery::default()
+        };
+        let page = store.page(&window).unwrap();
+        assert_eq!((ids(&page), page.total), (vec!["r3".into()], 2));
+        let page = store.page(&ListQuery { after: page.next, ..window }).unwrap();
+        assert_eq!((ids(&page), page.next), (vec!["r1".into()], None));
+        let label = ListQuery { limit: 10, label: Some("base".into()), ..ListQuery::default() };
+        assert_eq!(store.page(&label).unwrap().total, 0);
+        for bad in [
+            "",
+            "x",
+            "2024-05-01T00:00:00Z,r1",
+            "2024-05-01T00:00:00Z,r1,other",
+            "now,r1,document",
+            "2024-05-01T00:00:00Z,../x,document",
+        ] {
+            assert!(bad.parse::<Cursor>().is_err(), "{bad}");
+        }
     }
 }

@@ -161,7 +161,7 @@ fn contest_takes_runs_of_a_results_store() {
     for (i, io) in [(0, 40.0), (1, 44.0)] {
         let doc = contest_boot(i, "v61", "aaaaaa01", its(20.0, io)).result.unwrap();
         let id = doc.run_id.clone();
-        s.put(&store::validate(serde_json::to_vec(&doc).unwrap(), &id).unwrap(), None).unwrap();
+        s.put(&store::validate(serde_json::to_vec(&doc).unwrap(), &id).unwrap(), None, None).unwrap();
     }
     drop(s);
     let f = write(dir.path(), "cand.json", vec![contest_boot(5, "cand", "bbbbbb02", its(20.0, 60.0))]);
