@@ -9,6 +9,7 @@
 
 pub use crate::results::upload::UploadRecord;
 use crate::results::{BootRecord, ResultsFile};
+use crate::service::listener::ConnectionLimits;
 use crate::service::receiver::{Receiver, ServeConfig, DEFAULT_MAX_BYTES};
 use crate::service::store::{self, PutOutcome, RunKind, Store};
 use anyhow::Context;
@@ -53,6 +54,8 @@ impl RunUpload {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             max_bytes: DEFAULT_MAX_BYTES,
             log_prefix: Some("run: receiver: ".into()),
+            limits: ConnectionLimits::default(),
+            tls: None,
         })?;
         let guest_url = format!("http://{HOST_FROM_GUEST}:{}", receiver.addr().port());
         eprintln!(

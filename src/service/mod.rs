@@ -1,8 +1,10 @@
 //! The results service: the SQLite store of uploaded runs and the HTTP
 //! receiver in front of it. Its own corner: it depends on the results model
-//! only, and the receiver sits on top of the store. Outside `cli`, one
+//! only, and the receiver sits on top of the store and of its own accept
+//! loop (`listener`: the connection cap, timeouts and TLS). Outside `cli`, one
 //! module uses it: `crate::boot::run_upload`, which starts a receiver for
 //! `run --serve` (a flag every command that boots shares).
 
+pub mod listener;
 pub mod receiver;
 pub mod store;

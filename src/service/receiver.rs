@@ -14,6 +14,7 @@
 //!   (an HTML table). Reads are not authenticated: listen on an address
 //!   only trusted machines reach (the default is 127.0.0.1).
 
+use crate::service::listener::{self, ConnectionLimits, ListenerError, TlsFiles};
 use crate::service::store::{PutOutcome, RunKind, RunSummary, Store, StoreError};
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Path as UrlPath, Query, State};
@@ -62,6 +63,9 @@ pub enum ServeError {
     /// The store cannot be opened.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The TLS certificate or key cannot be used.
+    #[error(transparent)]
+    Tls(#[from] ListenerError),
     /// The async runtime or the server failed.
     #[error("the receiver on {addr} failed")]
     Server {
@@ -132,6 +136,10 @@ pub struct ServeConfig {
     /// Prefix of the one line logged per upload on stderr; `None` logs
     /// nothing.
     pub log_prefix: Option<String>,
+    /// Connection cap and timeouts.
+    pub limits: ConnectionLimits,
+    /// Speak https with this certificate and key; `None`: plain http.
+    pub tls: Option<TlsFiles>,
 }
 
 struct AppState {
@@ -147,6 +155,7 @@ type Shared = Arc<AppState>;
 #[derive(Debug)]
 pub struct Receiver {
     addr: SocketAddr,
+    tls: bool,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<std::io::Result<()>>>,
 }
@@ -161,6 +170,9 @@ impl Receiver {
 
     /// [`Receiver::start`] with the store already open (`cfg.db` unused).
     fn start_with(store: Store, cfg: ServeConfig) -> Result<Receiver, ServeError> {
+        // Before the port is taken: a certificate that cannot work fails
+        // the start.
+        let tls = cfg.tls.as_ref().map(listener::tls_acceptor).transpose()?;
         let listener =
             std::net::TcpListener::bind(cfg.listen).map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
         let addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
@@ -176,20 +188,26 @@ impl Receiver {
             .enable_all()
             .build()
             .map_err(|source| ServeError::Server { addr, source })?;
+        let limits = cfg.limits;
+        let is_tls = tls.is_some();
         let thread = std::thread::Builder::new()
             .name(format!("bootbench-serve-{}", addr.port()))
             .spawn(move || {
                 runtime.block_on(async move {
                     let listener = tokio::net::TcpListener::from_std(listener)?;
-                    axum::serve(listener, router(state).into_make_service_with_connect_info::<SocketAddr>())
-                        .with_graceful_shutdown(async {
-                            let _ = rx.await;
-                        })
-                        .await
+                    let shutdown = async {
+                        let _ = rx.await;
+                    };
+                    listener::serve(listener, router(state), &limits, tls, shutdown).await
                 })
             })
             .map_err(|source| ServeError::Server { addr, source })?;
-        Ok(Receiver { addr, shutdown: Some(tx), thread: Some(thread) })
+        Ok(Receiver { addr, tls: is_tls, shutdown: Some(tx), thread: Some(thread) })
+    }
+
+    /// Its base URL on the address it listens on: `https://` with TLS.
+    pub fn url(&self) -> String {
+        format!("{}://{}", if self.tls { "https" } else { "http" }, self.addr)
     }
 
     /// The address it listens on.
@@ -205,7 +223,8 @@ impl Receiver {
         }
     }
 
-    /// Stops accepting, finishes requests in flight, and joins the thread.
+    /// Stops accepting, finishes requests in flight (each bounded by the
+    /// limits' timeouts), and joins the thread.
     pub fn stop(mut self) -> Result<(), ServeError> {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
@@ -519,6 +538,8 @@ mod tests {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             max_bytes: DEFAULT_MAX_BYTES,
             log_prefix: None,
+            limits: ConnectionLimits::default(),
+            tls: None,
         };
         let receiver = Receiver::start_with(store, cfg).unwrap();
         let url = format!("http://{}", receiver.addr());
