@@ -559,6 +559,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_unusable_extra_ca_fails_the_upload_before_anything_is_sent() {
+        let req = UploadRequest { base_url: "https://127.0.0.1:9", token: "t", run_id: "run-a", body: b"{}" };
+        for roots in [TlsRoots::Bundled, TlsRoots::System] {
+            let settings =
+                UploadSettings { roots, extra_ca_pem: Some(b"no PEM here".to_vec()), ..UploadSettings::host() };
+            let o = upload(&req, &settings);
+            assert_eq!(o.verdict, Verdict::Failed, "{o:?}");
+            assert!(o.attempts.is_empty(), "{o:?}");
+            assert!(o.error.as_deref().unwrap_or_default().contains("holds no certificate"), "{o:?}");
+        }
+    }
+
+    #[test]
     fn loopback_receivers_are_told_from_others() {
         let lo = |u: &str| is_loopback(&Url::parse(u).unwrap());
         for u in
