@@ -5,7 +5,7 @@
 //! only.
 
 use crate::results::upload_plan::plan;
-use anyhow::bail;
+use anyhow::{bail, Context};
 use results_uploader::{upload, UploadRequest, UploadSettings, Verdict};
 use std::path::Path;
 use std::time::Duration;
@@ -21,6 +21,9 @@ pub struct Destination<'a> {
     pub attempts: u32,
     /// Seconds allowed for one request.
     pub timeout_s: u64,
+    /// A PEM file of more certificate authorities to trust for https (a
+    /// lab's own CA), besides the system's.
+    pub ca_file: Option<&'a Path>,
 }
 
 /// Sends every run `file` holds to `to`, printing a line per run: how many
@@ -30,6 +33,7 @@ pub fn send_saved(file: &Path, to: &Destination<'_>) -> anyhow::Result<(usize, u
         bail!("--attempts must be at least 1");
     }
     results_uploader::parse_base_url(to.url)?;
+    let extra_ca_pem = to.ca_file.map(read_ca_file).transpose()?;
     let (uploads, skipped) = plan(file)?;
     for s in &skipped {
         eprintln!("upload: {s}");
@@ -40,6 +44,7 @@ pub fn send_saved(file: &Path, to: &Destination<'_>) -> anyhow::Result<(usize, u
     let mut settings = UploadSettings::host();
     settings.policy.max_attempts = to.attempts;
     settings.policy.request_timeout = Duration::from_secs(to.timeout_s.max(1));
+    settings.extra_ca_pem = extra_ca_pem;
     let mut failed = 0;
     for u in &uploads {
         let req = UploadRequest { base_url: to.url, token: to.token, run_id: &u.run_id, body: &u.body };
@@ -70,13 +75,20 @@ pub fn send_saved(file: &Path, to: &Destination<'_>) -> anyhow::Result<(usize, u
     Ok((failed, uploads.len()))
 }
 
+/// The PEM in `path`, checked to hold usable CA certificates.
+fn read_ca_file(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let pem = std::fs::read(path).with_context(|| format!("cannot read the CA file {}", path.display()))?;
+    results_uploader::parse_ca_pem(&pem).with_context(|| format!("the CA file {} cannot be used", path.display()))?;
+    Ok(pem)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::results::{BootRecord, ResultsFile};
 
     fn to(url: &str, attempts: u32) -> Destination<'_> {
-        Destination { url, token: "t", attempts, timeout_s: 1 }
+        Destination { url, token: "t", attempts, timeout_s: 1, ca_file: None }
     }
 
     #[test]
@@ -93,5 +105,16 @@ mod tests {
         assert!(e.contains("holds no run with a guest document"), "{e}");
         let e = format!("{:#}", send_saved(&dir.path().join("none.json"), &to("http://127.0.0.1:9", 1)).unwrap_err());
         assert!(e.contains("none.json"), "{e}");
+        let ca = dir.path().join("ca.pem");
+        let with_ca = |ca: &Path| {
+            format!("{:#}", send_saved(&f, &Destination { ca_file: Some(ca), ..to("https://lab", 1) }).unwrap_err())
+        };
+        let e = with_ca(&ca);
+        assert!(e.contains("cannot read the CA file") && e.contains("ca.pem"), "{e}");
+        std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\nnot base64!\n-----END CERTIFICATE-----\n").unwrap();
+        let e = with_ca(&ca);
+        assert!(e.contains("ca.pem cannot be used") && e.contains("not valid PEM"), "{e}");
+        std::fs::write(&ca, "no PEM here\n").unwrap();
+        assert!(with_ca(&ca).contains("holds no certificate"));
     }
 }

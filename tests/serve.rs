@@ -1,12 +1,14 @@
 //! The results receiver and `bootbench upload` on this host, without a
 //! boot: tokens, malformed and oversized bodies, the same run twice,
 //! conflicting content, concurrent uploads, the listing pages, the CLI, a
-//! noisy boot's envelope under the default limit, and a receiver killed in
-//! the middle of a stream of uploads.
+//! noisy boot's envelope under the default limit, a receiver killed in
+//! the middle of a stream of uploads, idle and stalled clients against the
+//! connection cap and timeouts, and https with a lab's own CA.
 
 mod support;
 
 use bootbench::results::{BootRecord, ResultsFile};
+use bootbench::service::listener::{ConnectionLimits, TlsFiles};
 use bootbench::service::receiver::{GivenToken, Receiver, ServeConfig, DEFAULT_MAX_BYTES};
 use bootbench::service::store::{self, Store, StoredRun};
 use bootbench::service::tokens::{self, Scope};
@@ -46,6 +48,8 @@ fn config(db: &Path, public_reads: bool) -> ServeConfig {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         max_bytes: 1 << 20,
         log_prefix: None,
+        limits: ConnectionLimits::default(),
+        tls: None,
     }
 }
 
@@ -342,9 +346,17 @@ impl Drop for KillOnDrop {
 }
 
 /// Starts `bootbench serve --db DB ARGS... --listen 127.0.0.1:0` and waits
-/// for the address it prints. Its stderr (a line per upload) is drained on
-/// a thread, so a long stream of uploads never blocks on a full pipe.
+/// for the address it prints.
 fn spawn_serve(db: &Path, args: &[&str]) -> (KillOnDrop, SocketAddr) {
+    let (child, url) = spawn_serve_url(db, args);
+    let addr = url.split_once("://").and_then(|(_, a)| a.parse().ok());
+    (child, addr.unwrap_or_else(|| panic!("bad URL '{url}'")))
+}
+
+/// [`spawn_serve`], returning the base URL it prints (`http://` or
+/// `https://`). Its stderr (a line per upload) is drained on a thread, so
+/// a long stream of uploads never blocks on a full pipe.
+fn spawn_serve_url(db: &Path, args: &[&str]) -> (KillOnDrop, String) {
     let mut child = support::bootbench(["serve", "--db", db.to_str().unwrap(), "--listen", "127.0.0.1:0"])
         .args(args)
         .stderr(std::process::Stdio::piped())
@@ -370,19 +382,19 @@ fn spawn_serve(db: &Path, args: &[&str]) -> (KillOnDrop, SocketAddr) {
             }
             seen.extend_from_slice(&buf[..n]);
             let text = String::from_utf8_lossy(&seen).into_owned();
-            // The address is complete once the text after it has arrived.
-            if let Some((a, _)) = text.split("listening on http://").nth(1).and_then(|r| r.split_once(' ')) {
-                let _ = tx.send(a.parse::<SocketAddr>().map_err(|e| format!("bad address '{a}' in {text}: {e}")));
+            // The URL is complete once the text after it has arrived.
+            if let Some((url, _)) = text.split("listening on ").nth(1).and_then(|r| r.split_once(' ')) {
+                let _ = tx.send(Ok(url.to_string()));
                 sent = true;
             }
         }
     });
-    let addr = match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(Ok(addr)) => addr,
+    let url = match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Ok(url)) => url,
         Ok(Err(e)) => panic!("serve did not start: {e}"),
         Err(e) => panic!("serve printed no address: {e}"),
     };
-    (child, addr)
+    (child, url)
 }
 
 #[test]
@@ -852,4 +864,168 @@ fn token_commands_add_list_and_revoke_and_token_files_must_be_private() {
     let missing = support::run_bootbench(["serve", "token", "list", "--db", "/nonexistent/x.db"], d);
     assert_eq!(missing.code(), Some(1), "{}", missing.transcript());
     assert!(!Path::new("/nonexistent/x.db").exists());
+}
+
+/// Reads what the receiver sends on `s` until it closes the connection:
+/// the bytes and when it closed, or `None` when it is still open after
+/// `bound`.
+fn closed_within(mut s: TcpStream, bound: Duration) -> Option<(Vec<u8>, Instant)> {
+    s.set_read_timeout(Some(bound)).unwrap();
+    let mut out = Vec::new();
+    match s.read_to_end(&mut out) {
+        Ok(_) => Some((out, Instant::now())),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => Some((out, Instant::now())),
+        Err(_) => None,
+    }
+}
+
+/// Clients that connect and send nothing, send half a head, stall in their
+/// body, or keep an answered connection idle are closed by the timeouts;
+/// beyond the cap a new connection waits for a slot, and an upload gets
+/// through within a bound; stopping does not wait on idle clients.
+#[test]
+fn idle_and_stalled_clients_are_closed_and_uploads_still_get_through() {
+    let dir = support::scratch();
+    let header = Duration::from_secs(1);
+    let limits = ConnectionLimits { max_connections: 2, header_timeout: header, body_timeout: Duration::from_secs(2) };
+    let r = Receiver::start(ServeConfig { limits, max_bytes: 1 << 20, ..config(&dir.path().join("runs.db"), true) })
+        .unwrap();
+    let addr = r.addr();
+    let connect = |bytes: &str| {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(bytes.as_bytes()).unwrap();
+        s
+    };
+    let started = Instant::now();
+    // Cap + 2 silent clients, then half a head, then a body that stalls:
+    // each waits in the backlog for a slot, then holds it until a timeout.
+    let mut idle: Vec<TcpStream> = (0..4).map(|_| connect("")).collect();
+    idle.push(connect("PUT /runs/run-half HTTP/1.1\r\nHost: x\r\nContent-Len"));
+    let stalled = connect(&format!(
+        "PUT /runs/run-stall HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 1000\r\n\r\n{{\"sche"
+    ));
+
+    let body = serde_json::to_vec(&doc("run-ok")).unwrap();
+    let url = format!("http://{addr}");
+    let req = results_uploader::UploadRequest { base_url: &url, token: TOKEN, run_id: "run-ok", body: &body };
+    let o = results_uploader::upload(&req, &results_uploader::UploadSettings::host());
+    let took = started.elapsed();
+    assert_eq!(o.verdict, results_uploader::Verdict::Stored, "{o:?}");
+    assert_eq!(o.attempts.len(), 1, "{o:?}");
+    // It waited for a slot (the cap holds), but not for long.
+    assert!(took >= header - Duration::from_millis(200), "served at once: the cap did not hold ({took:?})");
+    assert!(took < Duration::from_secs(15), "the upload took {took:?}");
+
+    for (i, s) in idle.into_iter().enumerate() {
+        let closed = closed_within(s, Duration::from_secs(15));
+        assert!(closed.is_some(), "idle client {i} still open after {:?}", started.elapsed());
+    }
+    let (answer, _) = closed_within(stalled, Duration::from_secs(15)).expect("the stalled body's connection is open");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+
+    // An answered keep-alive connection left idle is closed too.
+    let kept = connect("GET /runs HTTP/1.1\r\nHost: x\r\n\r\n");
+    let asked = Instant::now();
+    let (answer, at) = closed_within(kept, Duration::from_secs(15)).expect("the idle kept-alive connection is open");
+    assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"));
+    assert!(at - asked >= header - Duration::from_millis(200), "closed before it was idle: {:?}", at - asked);
+
+    // Clients that send nothing, or half a head, do not hold up a stop.
+    let _silent = connect("");
+    let _half = connect("GET /ru");
+    std::thread::sleep(Duration::from_millis(100));
+    let stopping = Instant::now();
+    r.stop().unwrap();
+    assert!(stopping.elapsed() < Duration::from_secs(5), "stop took {:?}", stopping.elapsed());
+    assert_eq!(rows(&dir.path().join("runs.db")), 1);
+}
+
+/// `serve --tls-cert/--tls-key` speaks https: `upload --ca-file` with the
+/// lab's CA stores the run; without it the upload fails on the
+/// certificate and stores nothing; plain http to the https port is told
+/// so; a missing key file is named.
+#[test]
+fn serve_over_https_takes_uploads_that_trust_the_labs_ca() {
+    let dir = support::scratch();
+    let support::test_pki::TestPki { ca, cert, key } = support::test_pki::write(dir.path());
+    let db = dir.path().join("tls.db");
+    let (cert_s, key_s, ca_s) = (cert.to_str().unwrap(), key.to_str().unwrap(), ca.to_str().unwrap());
+    let (child, url) = spawn_serve_url(&db, &["--token", TOKEN, "--tls-cert", cert_s, "--tls-key", key_s]);
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    let file = dir.path().join("r.json");
+    results_file(&file);
+    let file = file.to_str().unwrap();
+    let d = Duration::from_secs(120);
+
+    let untrusted = support::run_bootbench(["upload", file, "--url", &url, "--token", TOKEN], d);
+    assert_eq!(untrusted.code(), Some(1), "{}", untrusted.transcript());
+    assert!(
+        untrusted.stdout.contains("run run-f: failed (no response) after 1 attempt(s)"),
+        "{}",
+        untrusted.transcript()
+    );
+    assert!(untrusted.stdout.contains("certificate"), "{}", untrusted.transcript());
+    assert_eq!(rows(&db), 0);
+
+    let plain = url.replace("https://", "http://");
+    let wrong_scheme = support::run_bootbench(["upload", file, "--url", &plain, "--token", TOKEN], d);
+    assert_eq!(wrong_scheme.code(), Some(1), "{}", wrong_scheme.transcript());
+    assert!(wrong_scheme.stdout.contains("refused (HTTP 400)"), "{}", wrong_scheme.transcript());
+    assert!(wrong_scheme.stdout.contains("this receiver speaks https"), "{}", wrong_scheme.transcript());
+
+    let trusted = support::run_bootbench(["upload", file, "--url", &url, "--token", TOKEN, "--ca-file", ca_s], d);
+    trusted.assert_success();
+    assert!(trusted.stdout.contains("run run-f: stored (HTTP 201)"), "{}", trusted.transcript());
+    drop(child);
+    assert_eq!(rows(&db), 1);
+
+    let no_key = dir.path().join("none.key");
+    let e = support::run_bootbench(
+        [
+            "serve",
+            "--db",
+            db.to_str().unwrap(),
+            "--token",
+            TOKEN,
+            "--tls-cert",
+            cert_s,
+            "--tls-key",
+            no_key.to_str().unwrap(),
+        ],
+        d,
+    );
+    assert_eq!(e.code(), Some(1), "{}", e.transcript());
+    assert!(e.stderr.contains("none.key"), "{}", e.transcript());
+}
+
+/// The guest's roots (bundled) and a host's (the system's) both take the
+/// extra CA, and neither trusts the lab's certificate without it.
+#[test]
+fn the_extra_ca_works_with_bundled_and_system_roots() {
+    use results_uploader::{upload, TlsRoots, UploadRequest, UploadSettings, Verdict};
+    let dir = support::scratch();
+    let support::test_pki::TestPki { ca, cert, key } = support::test_pki::write(dir.path());
+    let r = Receiver::start(ServeConfig {
+        tls: Some(TlsFiles { cert, key }),
+        max_bytes: 1 << 20,
+        ..config(&dir.path().join("runs.db"), true)
+    })
+    .unwrap();
+    let url = r.url();
+    assert!(url.starts_with("https://"), "{url}");
+    let ca_pem = std::fs::read(&ca).unwrap();
+    for (i, roots) in [TlsRoots::Bundled, TlsRoots::System].into_iter().enumerate() {
+        let id = format!("run-roots-{i}");
+        let body = serde_json::to_vec(&doc(&id)).unwrap();
+        let req = UploadRequest { base_url: &url, token: TOKEN, run_id: &id, body: &body };
+        let mut settings = UploadSettings { roots, ..UploadSettings::host() };
+        let o = upload(&req, &settings);
+        assert_eq!(o.verdict, Verdict::Failed, "{roots:?}: {o:?}");
+        assert_eq!(o.attempts[0].error_class.as_deref(), Some("tls"), "{roots:?}: {o:?}");
+        settings.extra_ca_pem = Some(ca_pem.clone());
+        let o = upload(&req, &settings);
+        assert_eq!(o.verdict, Verdict::Stored, "{roots:?}: {o:?}");
+    }
+    r.stop().unwrap();
 }

@@ -21,6 +21,7 @@ mod support;
 
 use bootbench::boot::run_upload::UploadRecord;
 use bootbench::results::BootRecord;
+use bootbench::service::listener::ConnectionLimits;
 use bootbench::service::receiver::{GivenToken, Receiver, ServeConfig};
 use bootbench::service::store::{self, RunKind, Store, StoredRun};
 use bootbench::service::tokens::Scope;
@@ -90,6 +91,8 @@ fn receiver(dir: &Path, token: &str) -> (Receiver, std::path::PathBuf) {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         max_bytes: 16 << 20,
         log_prefix: Some("receiver: ".into()),
+        limits: ConnectionLimits::default(),
+        tls: None,
     })
     .expect("cannot start the receiver");
     (r, db)

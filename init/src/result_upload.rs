@@ -129,6 +129,7 @@ pub fn deliver(plan: &UploadPlan, run_id: &str, document: &str) -> UploadReport 
         policy: plan.policy.clone(),
         resolution: results_uploader::Resolution::Servers(configured.dns.iter().map(|a| IpAddr::V4(*a)).collect()),
         roots: results_uploader::TlsRoots::Bundled,
+        extra_ca_pem: plan.ca_pem.clone(),
     };
     let req = UploadRequest { base_url: &plan.url, token: &plan.token, run_id, body: document.as_bytes() };
     let url = plan.url.clone();

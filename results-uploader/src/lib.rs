@@ -22,14 +22,16 @@
 mod name_resolution;
 mod outcome_event;
 mod retry_policy;
+mod tls_roots;
 mod upload;
 mod upload_url;
 
 pub use name_resolution::{resolve, Resolution, ResolveError};
 pub use outcome_event::{EventError, UploadReport, EVENT_NETWORK, EVENT_UPLOAD, EVENT_UPLOAD_ATTEMPT};
 pub use retry_policy::{RetryPolicy, DEFAULT_TOTAL_BUDGET};
+pub use tls_roots::{parse_ca_pem, CaError, TlsRoots};
 pub use upload::{
-    acknowledgement, body_sha256, upload, upload_with_progress, Attempt, TlsRoots, UploadOutcome, UploadRequest,
-    UploadSettings, Verdict, ACK_BODY_SHA256, ACK_RUN_ID,
+    acknowledgement, body_sha256, upload, upload_with_progress, Attempt, UploadOutcome, UploadRequest, UploadSettings,
+    Verdict, ACK_BODY_SHA256, ACK_RUN_ID,
 };
 pub use upload_url::{check_run_id, parse_base_url, run_url, UrlError, ATTEMPT_HEADER, MAX_RUN_ID_LEN, RUN_ID_HEADER};

@@ -10,28 +10,19 @@
 
 use crate::name_resolution::{self, Resolution};
 use crate::retry_policy::RetryPolicy;
+use crate::tls_roots::{self, TlsRoots};
 use crate::upload_url::{self, ATTEMPT_HEADER, RUN_ID_HEADER};
 use backon::BlockingRetryable;
 use reqwest::blocking::Client;
 use reqwest::Url;
+use rustls::pki_types::CertificateDer;
 use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
 use std::io::Read;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Longest server message kept from an error response.
 const MAX_MESSAGE_CHARS: usize = 300;
-
-/// Which certificate authorities https uploads trust.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TlsRoots {
-    /// Mozilla's roots compiled in (webpki-roots): the guest has no
-    /// certificate store.
-    Bundled,
-    /// The operating system's store (a host).
-    System,
-}
 
 /// Where and how to upload.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +33,11 @@ pub struct UploadSettings {
     pub resolution: Resolution,
     /// Trusted certificate authorities for https.
     pub roots: TlsRoots,
+    /// PEM text of more certificate authorities to trust for https, on top
+    /// of `roots` (a lab's own CA). PEM that holds no usable certificate
+    /// fails the upload before anything is sent ([`crate::parse_ca_pem`]
+    /// checks it ahead).
+    pub extra_ca_pem: Option<Vec<u8>>,
 }
 
 impl UploadSettings {
@@ -51,12 +47,18 @@ impl UploadSettings {
             policy: RetryPolicy::default(),
             resolution: Resolution::Servers(dns_servers),
             roots: TlsRoots::Bundled,
+            extra_ca_pem: None,
         }
     }
 
     /// For a host: the system's resolver and certificate store.
     pub fn host() -> Self {
-        UploadSettings { policy: RetryPolicy::default(), resolution: Resolution::System, roots: TlsRoots::System }
+        UploadSettings {
+            policy: RetryPolicy::default(),
+            resolution: Resolution::System,
+            roots: TlsRoots::System,
+            extra_ca_pem: None,
+        }
     }
 }
 
@@ -221,19 +223,26 @@ fn chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// Whether `e` is a rustls error or an `io::Error` carrying one, however
+/// deeply nested: hyper-rustls wraps tokio-rustls's `io::Error` in another,
+/// and an `io::Error`'s `source` skips the error it carries.
+fn is_tls_error(e: &(dyn std::error::Error + 'static)) -> bool {
+    if e.is::<rustls::Error>() {
+        return true;
+    }
+    e.downcast_ref::<std::io::Error>().and_then(std::io::Error::get_ref).is_some_and(|inner| is_tls_error(inner))
+}
+
 /// Classifies a transport error: TLS failures are permanent (retrying
 /// cannot fix a certificate), everything else is worth another try.
 fn classify(e: &reqwest::Error) -> (&'static str, bool) {
     let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
     let mut refused = false;
     while let Some(cause) = src {
-        if cause.downcast_ref::<rustls::Error>().is_some() {
+        if is_tls_error(cause) {
             return ("tls", false);
         }
         if let Some(io) = cause.downcast_ref::<std::io::Error>() {
-            if io.get_ref().is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some()) {
-                return ("tls", false);
-            }
             refused |= io.kind() == std::io::ErrorKind::ConnectionRefused;
         }
         src = cause.source();
@@ -272,16 +281,9 @@ fn server_message(body: &[u8]) -> String {
     one_line.chars().take(MAX_MESSAGE_CHARS).collect()
 }
 
-fn tls_config() -> Result<rustls::ClientConfig, rustls::Error> {
-    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
-    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
-}
-
 fn build_client(
     settings: &UploadSettings,
+    extra_roots: &[CertificateDer<'static>],
     url: &Url,
     resolved: Option<&[std::net::SocketAddr]>,
 ) -> Result<Client, String> {
@@ -292,11 +294,20 @@ fn build_client(
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("bootbench-results-uploader/", env!("CARGO_PKG_VERSION")));
     match settings.roots {
-        TlsRoots::Bundled => b = b.tls_backend_preconfigured(tls_config().map_err(|e| chain(&e))?),
+        TlsRoots::Bundled => {
+            b = b.tls_backend_preconfigured(tls_roots::bundled_config(extra_roots).map_err(|e| chain(&e))?)
+        }
         TlsRoots::System => {
             // reqwest is built without a crypto provider; it takes the
             // process default. Err means one is installed already: fine.
             let _ = rustls::crypto::ring::default_provider().install_default();
+            let extra = extra_roots
+                .iter()
+                .map(|der| reqwest::Certificate::from_der(der))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("cannot use the extra CA certificates: {}", chain(&e)))?;
+            // The platform verifier, with these roots beside the system's.
+            b = b.tls_certs_merge(extra);
         }
     }
     if let (Some(addrs), Some(host)) = (resolved, url.domain()) {
@@ -320,8 +331,12 @@ fn is_loopback(url: &Url) -> bool {
     name == "localhost" || name.ends_with(".localhost")
 }
 
-/// Checks what can be checked before sending anything.
-fn preflight(req: &UploadRequest<'_>) -> Result<Url, String> {
+/// Checks what can be checked before sending anything: the URL, token and
+/// body, and the extra CA certificates (returned).
+fn preflight(
+    req: &UploadRequest<'_>,
+    settings: &UploadSettings,
+) -> Result<(Url, Vec<CertificateDer<'static>>), String> {
     let base = upload_url::parse_base_url(req.base_url).map_err(|e| e.to_string())?;
     let url = upload_url::run_url(&base, req.run_id).map_err(|e| e.to_string())?;
     if req.token.is_empty() {
@@ -333,12 +348,17 @@ fn preflight(req: &UploadRequest<'_>) -> Result<Url, String> {
     if req.body.is_empty() {
         return Err("the body to upload is empty".into());
     }
-    Ok(url)
+    let extra_roots = match &settings.extra_ca_pem {
+        Some(pem) => tls_roots::parse_ca_pem(pem).map_err(|e| chain(&e))?,
+        None => Vec::new(),
+    };
+    Ok((url, extra_roots))
 }
 
 struct Sender<'a> {
     req: &'a UploadRequest<'a>,
     settings: &'a UploadSettings,
+    extra_roots: Vec<CertificateDer<'static>>,
     url: Url,
     client: Option<Client>,
 }
@@ -368,7 +388,7 @@ impl Sender<'_> {
                 }
                 None => None,
             };
-            let client = build_client(self.settings, &self.url, resolved.as_deref())
+            let client = build_client(self.settings, &self.extra_roots, &self.url, resolved.as_deref())
                 .map_err(|message| AttemptFailure { transient: false, status: None, class: Some("io"), message })?;
             self.client = Some(client);
         }
@@ -450,8 +470,8 @@ pub fn upload_with_progress(
     before_attempt: &mut dyn FnMut(u32),
 ) -> UploadOutcome {
     let started = Instant::now();
-    let url = match preflight(req) {
-        Ok(u) => u,
+    let (url, extra_roots) = match preflight(req, settings) {
+        Ok(checked) => checked,
         Err(message) => {
             return UploadOutcome {
                 url: req.base_url.to_string(),
@@ -465,7 +485,7 @@ pub fn upload_with_progress(
         }
     };
     let url_text = url.to_string();
-    let sender = RefCell::new(Sender { req, settings, url, client: None });
+    let sender = RefCell::new(Sender { req, settings, extra_roots, url, client: None });
     let attempts = RefCell::new(Vec::<Attempt>::new());
     let delay = Cell::new(Duration::ZERO);
     let budget = settings.policy.total_budget;
@@ -537,6 +557,19 @@ pub fn upload_with_progress(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unusable_extra_ca_fails_the_upload_before_anything_is_sent() {
+        let req = UploadRequest { base_url: "https://127.0.0.1:9", token: "t", run_id: "run-a", body: b"{}" };
+        for roots in [TlsRoots::Bundled, TlsRoots::System] {
+            let settings =
+                UploadSettings { roots, extra_ca_pem: Some(b"no PEM here".to_vec()), ..UploadSettings::host() };
+            let o = upload(&req, &settings);
+            assert_eq!(o.verdict, Verdict::Failed, "{o:?}");
+            assert!(o.attempts.is_empty(), "{o:?}");
+            assert!(o.error.as_deref().unwrap_or_default().contains("holds no certificate"), "{o:?}");
+        }
+    }
 
     #[test]
     fn loopback_receivers_are_told_from_others() {

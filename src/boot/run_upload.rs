@@ -13,6 +13,7 @@
 use crate::boot::secrets_segment::GuestSecrets;
 pub use crate::results::upload::UploadRecord;
 use crate::results::{BootRecord, ResultsFile};
+use crate::service::listener::ConnectionLimits;
 use crate::service::receiver::{read_token, GivenToken, Receiver, ServeConfig, DEFAULT_MAX_BYTES};
 use crate::service::store::{self, PutOutcome, RunKind, Store};
 use crate::service::tokens::Scope;
@@ -84,6 +85,8 @@ impl RunUpload {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             max_bytes: DEFAULT_MAX_BYTES,
             log_prefix: Some("run: receiver: ".into()),
+            limits: ConnectionLimits::default(),
+            tls: None,
         })?;
         let guest_url = format!("http://{HOST_FROM_GUEST}:{}", receiver.addr().port());
         eprintln!(
@@ -181,7 +184,8 @@ impl RunUpload {
             };
         }
         let Some(url) = &self.host_url else { return Ok(None) };
-        let settings = UploadSettings::host();
+        let mut settings = UploadSettings::host();
+        settings.extra_ca_pem = self.secrets.upload_ca_pem.clone();
         let req = UploadRequest { base_url: url, token: &self.secrets.upload_token, run_id: &doc.run_id, body: &body };
         Ok(Some(UploadReport::from(&results_uploader::upload(&req, &settings))))
     }
@@ -213,13 +217,12 @@ impl RunUpload {
     }
 }
 
-/// The extra CA file's PEM text, checked to hold a certificate.
+/// The extra CA file's PEM text, checked to hold usable certificates.
 fn read_ca(ca_file: Option<&Path>) -> anyhow::Result<Option<Vec<u8>>> {
     let Some(path) = ca_file else { return Ok(None) };
     let pem = std::fs::read(path).with_context(|| format!("cannot read --upload-ca-file {}", path.display()))?;
-    if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
-        anyhow::bail!("--upload-ca-file {}: no PEM certificate (-----BEGIN CERTIFICATE-----) in it", path.display());
-    }
+    results_uploader::parse_ca_pem(&pem)
+        .with_context(|| format!("--upload-ca-file {} cannot be used", path.display()))?;
     Ok(Some(pem))
 }
 
@@ -349,7 +352,7 @@ mod tests {
         let ca = dir.path().join("ca.pem");
         std::fs::write(&ca, "not a certificate").unwrap();
         let e = format!("{:#}", RunUpload::elsewhere("http://10.0.2.2:8080", good, Some(&ca)).unwrap_err());
-        assert!(e.contains("--upload-ca-file") && e.contains("ca.pem") && e.contains("no PEM certificate"), "{e}");
+        assert!(e.contains("--upload-ca-file") && e.contains("ca.pem") && e.contains("cannot be used"), "{e}");
         let missing = dir.path().join("missing.pem");
         let e = format!("{:#}", RunUpload::elsewhere("http://10.0.2.2:8080", good, Some(&missing)).unwrap_err());
         assert!(e.contains("missing.pem"), "{e}");

@@ -6,6 +6,7 @@
 //! meaning "run the receiver" and a server flag given to a token command
 //! is an error, never silently ignored.
 
+use crate::service::listener::{ConnectionLimits, TlsFiles};
 use crate::service::receiver::{read_token, GivenToken, Receiver, ServeConfig, DEFAULT_LISTEN, DEFAULT_MAX_BYTES};
 use crate::service::store::{Revocation, Store, StoreError};
 use crate::service::tokens::{self, Scope};
@@ -49,6 +50,16 @@ pub struct ServeArgs {
     /// boot whose console log reached its 64 MiB cap.
     #[arg(long, default_value_t = DEFAULT_MAX_BYTES)]
     pub max_bytes: u64,
+    /// Speak https with this certificate chain (PEM, the server's
+    /// certificate first); needs --tls-key.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Connection cap and timeouts.
+    #[command(flatten)]
+    pub limits: ConnectionLimits,
 }
 
 /// The subcommands of `bootbench serve`.
@@ -130,6 +141,10 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let active: Vec<_> = stored.iter().filter(|t| t.revoked_at.is_none()).collect();
     let uploaders = given.len() + active.iter().filter(|t| t.scope.upload).count();
     let readers = active.iter().filter(|t| t.scope.read).count();
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsFiles { cert: cert.clone(), key: key.clone() }),
+        _ => None,
+    };
     let receiver = Receiver::start(ServeConfig {
         db: db.to_path_buf(),
         tokens: given,
@@ -138,6 +153,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         listen: args.listen,
         max_bytes: args.max_bytes,
         log_prefix: Some("serve: ".into()),
+        limits: args.limits.clone(),
+        tls,
     })?;
     let reads = if args.public_reads {
         "reads are public".to_string()
@@ -145,10 +162,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         format!("reads need a token that may read ({readers} now)")
     };
     eprintln!(
-        "serve: listening on http://{} (store {}, bodies up to {} bytes); uploads: PUT /runs/{{id}} with 'Authorization: Bearer TOKEN' ({uploaders} token(s) may upload now); {reads}",
-        receiver.addr(),
+        "serve: listening on {} (store {}, bodies up to {} bytes, {} connections at once); uploads: PUT /runs/{{id}} with 'Authorization: Bearer TOKEN' ({uploaders} token(s) may upload now); {reads}",
+        receiver.url(),
         db.display(),
-        args.max_bytes
+        args.max_bytes,
+        args.limits.max_connections,
     );
     if uploaders == 0 {
         eprintln!(

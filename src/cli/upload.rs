@@ -30,12 +30,22 @@ pub struct UploadArgs {
     /// Seconds allowed for one request.
     #[arg(long, default_value_t = 30)]
     pub timeout: u64,
+    /// Also trust the certificate authorities in this PEM file for https
+    /// (a lab's own CA, e.g. the one that signed `serve --tls-cert`).
+    #[arg(long, value_name = "PEM")]
+    pub ca_file: Option<PathBuf>,
 }
 
 /// Runs `bootbench upload`: exit 0 when every run is on the receiver.
 pub fn run(args: &UploadArgs) -> anyhow::Result<ExitCode> {
     let token = read_token(args.token.as_deref(), args.token_file.as_deref())?;
-    let to = Destination { url: &args.url, token: &token, attempts: args.attempts, timeout_s: args.timeout };
+    let to = Destination {
+        url: &args.url,
+        token: &token,
+        attempts: args.attempts,
+        timeout_s: args.timeout,
+        ca_file: args.ca_file.as_deref(),
+    };
     let (failed, sent) = send_saved(&args.file, &to)?;
     if failed > 0 {
         eprintln!("upload: {failed} of {sent} run(s) not delivered to {}", args.url);

@@ -22,6 +22,7 @@
 //!
 //! No answer names the database's path or repeats the token sent.
 
+use crate::service::listener::{self, ConnectionLimits, ListenerError, TlsFiles};
 use crate::service::store::{Cursor, ListQuery, PutOutcome, RunKind, RunPage, Store, StoreError};
 use crate::service::tokens::{self, Scope, TokenDigest, TokenError};
 use axum::body::Body;
@@ -75,6 +76,9 @@ pub enum ServeError {
     /// The store cannot be opened.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The TLS certificate or key cannot be used.
+    #[error(transparent)]
+    Tls(#[from] ListenerError),
     /// The async runtime or the server failed.
     #[error("the receiver on {addr} failed")]
     Server {
@@ -158,6 +162,10 @@ pub struct ServeConfig {
     /// Prefix of the one line logged per upload on stderr; `None` logs
     /// nothing.
     pub log_prefix: Option<String>,
+    /// Connection cap and timeouts.
+    pub limits: ConnectionLimits,
+    /// Speak https with this certificate and key; `None`: plain http.
+    pub tls: Option<TlsFiles>,
 }
 
 struct AppState {
@@ -223,6 +231,7 @@ type Shared = Arc<AppState>;
 #[derive(Debug)]
 pub struct Receiver {
     addr: SocketAddr,
+    tls: bool,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<std::io::Result<()>>>,
 }
@@ -237,6 +246,9 @@ impl Receiver {
 
     /// [`Receiver::start`] with the store already open (`cfg.db` unused).
     fn start_with(store: Store, cfg: ServeConfig) -> Result<Receiver, ServeError> {
+        // Before the port is taken: a certificate that cannot work fails
+        // the start.
+        let tls = cfg.tls.as_ref().map(listener::tls_acceptor).transpose()?;
         let listener =
             std::net::TcpListener::bind(cfg.listen).map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
         let addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
@@ -247,20 +259,26 @@ impl Receiver {
             .enable_all()
             .build()
             .map_err(|source| ServeError::Server { addr, source })?;
+        let limits = cfg.limits;
+        let is_tls = tls.is_some();
         let thread = std::thread::Builder::new()
             .name(format!("bootbench-serve-{}", addr.port()))
             .spawn(move || {
                 runtime.block_on(async move {
                     let listener = tokio::net::TcpListener::from_std(listener)?;
-                    axum::serve(listener, router(state).into_make_service_with_connect_info::<SocketAddr>())
-                        .with_graceful_shutdown(async {
-                            let _ = rx.await;
-                        })
-                        .await
+                    let shutdown = async {
+                        let _ = rx.await;
+                    };
+                    listener::serve(listener, router(state), &limits, tls, shutdown).await
                 })
             })
             .map_err(|source| ServeError::Server { addr, source })?;
-        Ok(Receiver { addr, shutdown: Some(tx), thread: Some(thread) })
+        Ok(Receiver { addr, tls: is_tls, shutdown: Some(tx), thread: Some(thread) })
+    }
+
+    /// Its base URL on the address it listens on: `https://` with TLS.
+    pub fn url(&self) -> String {
+        format!("{}://{}", if self.tls { "https" } else { "http" }, self.addr)
     }
 
     /// The address it listens on.
@@ -276,7 +294,8 @@ impl Receiver {
         }
     }
 
-    /// Stops accepting, finishes requests in flight, and joins the thread.
+    /// Stops accepting, finishes requests in flight (each bounded by the
+    /// limits' timeouts), and joins the thread.
     pub fn stop(mut self) -> Result<(), ServeError> {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
@@ -781,6 +800,8 @@ mod tests {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             max_bytes: DEFAULT_MAX_BYTES,
             log_prefix: None,
+            limits: ConnectionLimits::default(),
+            tls: None,
         };
         let receiver = Receiver::start_with(store, cfg).unwrap();
         let url = format!("http://{}", receiver.addr());

@@ -245,6 +245,8 @@ pub fn scratch() -> tempfile::TempDir {
 
 /// Shapes of JSON documents for snapshot tests.
 pub mod json_shape;
+/// Test certificates for the receiver's https.
+pub mod test_pki;
 
 /// Runs git in `dir` and returns its stdout, trimmed; fails the test, with
 /// git's output, when git fails.
