@@ -6,6 +6,9 @@
 //! (`bootbench run` with an upload); the init reads each file once, before
 //! any workload starts, and removes the directory.
 
+// PID 1 runs this module: no panics (see ARCHITECTURE.md, "PID 1").
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 /// The segment's directory in the guest (mode 0700).
 pub const SECRETS_DIR: &str = "/bootbench-secrets";
 /// The upload's bearer token, one line (mode 0600).

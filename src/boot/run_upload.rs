@@ -195,13 +195,17 @@ impl RunUpload {
     /// envelope delivered, and a progress line.
     pub fn attach(&mut self, record: &mut BootRecord, events: &[(String, String)], console_document: Option<&str>) {
         let run_id = record.result.as_ref().map(|d| d.run_id.clone());
-        let mut rec = self.record(events, console_document, run_id.as_deref());
-        match self.deliver_envelope(record) {
-            Ok(report) => rec.envelope = report,
-            Err(e) => rec.envelope_error = Some(format!("{e:#}")),
+        // The delivered envelope holds what became of the guest's upload;
+        // only the results file can hold what became of its own.
+        record.upload = Some(self.record(events, console_document, run_id.as_deref()));
+        let delivered = self.deliver_envelope(record);
+        if let Some(rec) = &mut record.upload {
+            match delivered {
+                Ok(report) => rec.envelope = report,
+                Err(e) => rec.envelope_error = Some(format!("{e:#}")),
+            }
+            eprintln!("run: boot {}: {}", record.boot.index + 1, describe(rec));
         }
-        eprintln!("run: boot {}: {}", record.boot.index + 1, describe(&rec));
-        record.upload = Some(rec);
     }
 
     /// Stops the receiver; says where the runs are when the store is kept.
