@@ -5,7 +5,7 @@
 //! only.
 
 use crate::results::upload_plan::plan;
-use anyhow::{bail, Context};
+use anyhow::bail;
 use results_uploader::{upload, UploadRequest, UploadSettings, Verdict};
 use std::path::Path;
 use std::time::Duration;
@@ -33,13 +33,13 @@ pub fn send_saved(file: &Path, to: &Destination<'_>) -> anyhow::Result<(usize, u
         bail!("--attempts must be at least 1");
     }
     results_uploader::parse_base_url(to.url)?;
-    let extra_ca_pem = to.ca_file.map(read_ca_file).transpose()?;
+    let extra_ca_pem = to.ca_file.map(results_uploader::read_ca_file).transpose()?;
     let (uploads, skipped) = plan(file)?;
     for s in &skipped {
         eprintln!("upload: {s}");
     }
     if uploads.is_empty() {
-        bail!("{} holds no run with a guest document to upload", file.display());
+        bail!("{} holds no run to upload (no boot has a guest document or a host-made id)", file.display());
     }
     let mut settings = UploadSettings::host();
     settings.policy.max_attempts = to.attempts;
@@ -75,13 +75,6 @@ pub fn send_saved(file: &Path, to: &Destination<'_>) -> anyhow::Result<(usize, u
     Ok((failed, uploads.len()))
 }
 
-/// The PEM in `path`, checked to hold usable CA certificates.
-fn read_ca_file(path: &Path) -> anyhow::Result<Vec<u8>> {
-    let pem = std::fs::read(path).with_context(|| format!("cannot read the CA file {}", path.display()))?;
-    results_uploader::parse_ca_pem(&pem).with_context(|| format!("the CA file {} cannot be used", path.display()))?;
-    Ok(pem)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,7 +95,7 @@ mod tests {
         let e = format!("{:#}", send_saved(&f, &to("ftp://lab", 1)).unwrap_err());
         assert!(e.contains("ftp://lab"), "{e}");
         let e = send_saved(&f, &to("http://127.0.0.1:9", 1)).unwrap_err().to_string();
-        assert!(e.contains("holds no run with a guest document"), "{e}");
+        assert!(e.contains("holds no run to upload"), "{e}");
         let e = format!("{:#}", send_saved(&dir.path().join("none.json"), &to("http://127.0.0.1:9", 1)).unwrap_err());
         assert!(e.contains("none.json"), "{e}");
         let ca = dir.path().join("ca.pem");

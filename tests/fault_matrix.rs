@@ -116,11 +116,23 @@ fn a_crashing_workload_its_orphans_a_hanging_late_step_and_a_dead_receiver_cost_
 fn a_kernel_panic_mid_suite_is_the_kernels_and_keeps_the_finished_workloads() {
     let dir = support::scratch();
     let out = dir.path().join("r.json");
-    let run = boot(&out, "fork,hackbench", &["--append", "bootbench.test_fault=kernel-panic bootbench.fork.count=100"]);
+    let db = dir.path().join("lab.db");
+    let fault = "bootbench.test_fault=kernel-panic bootbench.fork.count=100";
+    let run = boot(&out, "fork,hackbench", &["--append", fault, "--serve", "--serve-db", db.to_str().unwrap()]);
     let b = support::only_boot(&out, &run);
     assert_eq!(b.boot.classification, "panic", "{:?}\n{}", b.boot.detail, run.transcript());
-    assert_ne!(run.status.code(), Some(0));
+    assert_eq!(run.status.code(), Some(2), "a boot failed: exit 2\n{}", run.transcript());
     assert!(b.result.is_none());
+    // The lab store has the panicked boot's envelope too, under the host's
+    // id for it, its status the classification.
+    let id = b.boot.envelope_id.as_deref().expect("a boot without a document gets a host-made id");
+    assert!(id.starts_with("host-") && id.len() == 37, "{id}");
+    let upload = b.upload.as_ref().expect("no upload record");
+    assert_eq!(upload.envelope_error, None, "{upload:?}");
+    let stored = bootbench::service::store::load_run(&db, id).unwrap_or_else(|e| panic!("{e:#}"));
+    let stored = stored.into_results_file();
+    assert_eq!(stored.boots[0].boot.classification, "panic");
+    assert!(stored.boots[0].console_log.contains("Kernel panic"), "{}", stored.boots[0].console_log);
     assert_eq!(kept_names(&b), ["fork"], "{:?}", b.workloads_kept);
     let fork = &b.workloads_kept.as_ref().unwrap().workloads[0];
     assert_eq!(fork.error, None);

@@ -29,7 +29,7 @@ mod upload_url;
 pub use name_resolution::{resolve, Resolution, ResolveError};
 pub use outcome_event::{EventError, UploadReport, EVENT_NETWORK, EVENT_UPLOAD, EVENT_UPLOAD_ATTEMPT};
 pub use retry_policy::{RetryPolicy, DEFAULT_TOTAL_BUDGET};
-pub use tls_roots::{parse_ca_pem, CaError, TlsRoots};
+pub use tls_roots::{parse_ca_pem, read_ca_file, CaError, TlsRoots};
 pub use upload::{
     acknowledgement, body_sha256, upload, upload_with_progress, Attempt, UploadOutcome, UploadRequest, UploadSettings,
     Verdict, ACK_BODY_SHA256, ACK_RUN_ID,

@@ -320,12 +320,13 @@ fn build_client(
     b.build().map_err(|e| format!("cannot set up the HTTP client: {}", chain(&e)))
 }
 
-/// Whether `url` names this machine: a loopback address or `localhost`.
+/// Whether `url` names this machine: a loopback address (an IPv4 one
+/// written as IPv4-mapped IPv6 included) or `localhost`.
 fn is_loopback(url: &Url) -> bool {
     let Some(host) = url.host_str() else { return false };
     let host = host.trim_start_matches('[').trim_end_matches(']');
     if let Ok(ip) = host.parse::<std::net::IpAddr>() {
-        return ip.is_loopback();
+        return ip.to_canonical().is_loopback();
     }
     let name = host.trim_end_matches('.').to_ascii_lowercase();
     name == "localhost" || name.ends_with(".localhost")
@@ -574,12 +575,19 @@ mod tests {
     #[test]
     fn loopback_receivers_are_told_from_others() {
         let lo = |u: &str| is_loopback(&Url::parse(u).unwrap());
-        for u in
-            ["http://127.0.0.1:8080", "http://127.5.5.5", "http://[::1]:80", "http://LOCALHOST.", "http://a.localhost"]
-        {
+        for u in [
+            "http://127.0.0.1:8080",
+            "http://127.5.5.5",
+            "http://[::1]:80",
+            "http://[::ffff:127.0.0.1]:80",
+            "http://LOCALHOST.",
+            "http://a.localhost",
+        ] {
             assert!(lo(u), "{u}");
         }
-        for u in ["http://10.0.2.2:8080", "http://lab", "http://[::2]", "http://localhost.lab"] {
+        for u in
+            ["http://10.0.2.2:8080", "http://lab", "http://[::2]", "http://[::ffff:10.0.2.2]", "http://localhost.lab"]
+        {
             assert!(!lo(u), "{u}");
         }
     }

@@ -168,25 +168,31 @@ impl RunUpload {
 
     /// Delivers the host's envelope of `boot` next to the guest's document:
     /// with `--serve` straight into the store, with `--upload-url` by HTTP
-    /// to the receiver (its report is returned). A boot without a guest
-    /// document has no run id to store it under: `Ok(None)`.
+    /// to the receiver (its report is returned). The run id is the guest
+    /// document's, or for a boot that sent none (a panic, a hang) the
+    /// host's id for the boot; a boot with neither (not made by
+    /// [`crate::boot::session`]) is not delivered: `Ok(None)`.
     pub fn deliver_envelope(&mut self, boot: &BootRecord) -> anyhow::Result<Option<UploadReport>> {
-        let Some(doc) = &boot.result else { return Ok(None) };
+        let run_id = match (&boot.result, &boot.boot.envelope_id) {
+            (Some(doc), _) => doc.run_id.as_str(),
+            (None, Some(id)) => id.as_str(),
+            (None, None) => return Ok(None),
+        };
         let one = ResultsFile { boots: vec![boot.clone()], ..ResultsFile::default() };
         let body = serde_json::to_vec(&one).context("cannot serialise the envelope")?;
         if let Some(store) = &mut self.store {
-            let run = store::validate(body, &doc.run_id).context("the envelope is not storable")?;
+            let run = store::validate(body, run_id).context("the envelope is not storable")?;
             return match store.put(&run, None, None)? {
                 PutOutcome::Stored | PutOutcome::AlreadyStored => Ok(None),
                 PutOutcome::Conflict { .. } => {
-                    anyhow::bail!("the store already holds a different envelope for run {}", doc.run_id)
+                    anyhow::bail!("the store already holds a different envelope for run {run_id}")
                 }
             };
         }
         let Some(url) = &self.host_url else { return Ok(None) };
         let mut settings = UploadSettings::host();
         settings.extra_ca_pem = self.secrets.upload_ca_pem.clone();
-        let req = UploadRequest { base_url: url, token: &self.secrets.upload_token, run_id: &doc.run_id, body: &body };
+        let req = UploadRequest { base_url: url, token: &self.secrets.upload_token, run_id, body: &body };
         Ok(Some(UploadReport::from(&results_uploader::upload(&req, &settings))))
     }
 
@@ -224,10 +230,7 @@ impl RunUpload {
 /// The extra CA file's PEM text, checked to hold usable certificates.
 fn read_ca(ca_file: Option<&Path>) -> anyhow::Result<Option<Vec<u8>>> {
     let Some(path) = ca_file else { return Ok(None) };
-    let pem = std::fs::read(path).with_context(|| format!("cannot read --upload-ca-file {}", path.display()))?;
-    results_uploader::parse_ca_pem(&pem)
-        .with_context(|| format!("--upload-ca-file {} cannot be used", path.display()))?;
-    Ok(Some(pem))
+    Ok(Some(results_uploader::read_ca_file(path).context("--upload-ca-file")?))
 }
 
 /// How a kernel config builds `option` (`CONFIG_<option>`): `y`, `m`,
@@ -371,6 +374,43 @@ mod tests {
         assert_eq!(up.guest_secrets().upload_token, "tok-0123456789abcdef");
         assert_eq!(up.secret_values(), ["tok-0123456789abcdef"]);
         assert!(!format!("{up:?}").contains("tok-0123"));
+    }
+
+    /// A boot that panicked before its document: no run id of the guest's,
+    /// the host's `id` instead.
+    fn panicked(id: &str) -> BootRecord {
+        let mut b = BootRecord { label: "cand".into(), ..Default::default() };
+        b.boot.classification = "panic".into();
+        b.boot.envelope_id = Some(id.into());
+        b.machine.arch = "x86_64".into();
+        b.console_log = "Kernel panic - not syncing: test".into();
+        b
+    }
+
+    #[test]
+    fn a_boot_without_a_document_reaches_the_store_under_the_hosts_id_by_serve_and_by_http() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("kept.db");
+        let mut served = RunUpload::serve(Some(&db), dir.path(), None).unwrap();
+        let mut direct = panicked("host-direct");
+        served.attach(&mut direct, &[], None);
+        let rec = direct.upload.as_ref().unwrap();
+        assert_eq!(rec.envelope_error, None);
+        // The same receiver as a lab's, over HTTP with its token.
+        let token = served.guest_secrets().upload_token.clone();
+        let mut remote = RunUpload::elsewhere(&served.guest_url, TokenSource::Given(&token), None).unwrap();
+        let report = remote.deliver_envelope(&panicked("host-remote")).unwrap().expect("sent over HTTP");
+        assert_eq!(report.verdict, Verdict::Stored, "{report:?}");
+        // A boot with neither a document nor a host id is not sent.
+        let mut nameless = panicked("x");
+        nameless.boot.envelope_id = None;
+        assert_eq!(remote.deliver_envelope(&nameless).unwrap(), None);
+        served.finish().unwrap();
+        for id in ["host-direct", "host-remote"] {
+            let f = store::load_run(&db, id).unwrap().into_results_file();
+            assert_eq!(f.boots[0].boot.classification, "panic", "{id}");
+            assert_eq!(f.boots[0].console_log, "Kernel panic - not syncing: test", "{id}");
+        }
     }
 
     #[test]

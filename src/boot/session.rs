@@ -734,6 +734,7 @@ fn envelope(
             wall_s: outcome.timings.wall.as_secs_f64(),
             to_hello_s: outcome.timings.to_hello.map(|d| d.as_secs_f64()),
             qemu_status: outcome.qemu_status,
+            envelope_id: result.is_none().then(crate::results::host_run_id),
         },
         result,
         result_error,

@@ -184,6 +184,19 @@ pub struct BootInfo {
     /// QEMU's exit status (recorded, never the verdict).
     #[serde(default)]
     pub qemu_status: Option<i32>,
+    /// The run id a results store keeps this boot's envelope under when
+    /// the guest sent no document (a panic, a hang): made by the host
+    /// ([`host_run_id`]), since only a document carries the guest's own.
+    /// Absent when there is a document, and in files written before it
+    /// was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envelope_id: Option<String>,
+}
+
+/// A new host-made run id for a boot without a guest document: `host-`
+/// and 32 random hex digits (a valid run id, never a guest's boot id).
+pub fn host_run_id() -> String {
+    format!("host-{}", uuid::Uuid::new_v4().simple())
 }
 
 /// One result channel of a boot and whether it carried the guest's result

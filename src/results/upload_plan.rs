@@ -1,6 +1,7 @@
 //! A saved results file as the uploads it makes: boot by boot, each as a
 //! one-boot results file keyed by its guest document's run id (host
-//! envelope included); a bare result document goes as it is. Each body
+//! envelope included), or by the host's id for a boot that sent no
+//! document; a bare result document goes as it is. Each body
 //! holds the file's own JSON content (its top-level fields and that boot's,
 //! as written, only re-encoded compactly), never this bootbench's model of
 //! it: a file written by an older one, uploaded again, is the same run
@@ -24,7 +25,8 @@ pub struct PlannedUpload {
 }
 
 /// What `file` holds, as uploads, plus notes about boots that cannot be
-/// uploaded (no guest document: nothing names them).
+/// uploaded (no guest document and, in older files, no host-made id:
+/// nothing names them).
 pub fn plan(file: &Path) -> anyhow::Result<(Vec<PlannedUpload>, Vec<String>)> {
     let text = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
     let value: serde_json::Value =
@@ -57,10 +59,17 @@ pub fn plan(file: &Path) -> anyhow::Result<(Vec<PlannedUpload>, Vec<String>)> {
             } else {
                 format!("boot {} ({})", i + 1, boot.label)
             };
-            let Some(doc) = &boot.result else {
+            let run_id = match (&boot.result, &boot.boot.envelope_id) {
+                (Some(doc), _) => Some(&doc.run_id),
+                // A boot that sent no document goes under the host's id
+                // for it.
+                (None, id) => id.as_ref(),
+            };
+            let Some(run_id) = run_id else {
                 // The receiver stores runs by their document's run id, which
-                // a boot without one does not have: its finished workloads
-                // stay in the file only, and the note says so.
+                // a boot without one, written before boots had a host-made
+                // id, does not have: its finished workloads stay in the
+                // file only, and the note says so.
                 let kept = boot.workloads_kept.as_ref().map_or(0, |k| k.workloads.len());
                 let kept = match kept {
                     0 => String::new(),
@@ -77,7 +86,7 @@ pub fn plan(file: &Path) -> anyhow::Result<(Vec<PlannedUpload>, Vec<String>)> {
             one["boots"] = serde_json::Value::Array(vec![raw_boots[i].clone()]);
             // (`value` no longer holds any boot: the clone is the small top level.)
             let body = serde_json::to_vec(&one).context("cannot serialise a boot")?;
-            uploads.push(PlannedUpload { run_id: doc.run_id.clone(), what, body });
+            uploads.push(PlannedUpload { run_id: run_id.clone(), what, body });
         }
         return Ok((uploads, skipped));
     }
@@ -98,7 +107,7 @@ mod tests {
     use loads::schema::WorkloadResult;
 
     #[test]
-    fn a_boot_without_a_document_is_skipped_and_its_kept_workloads_are_named() {
+    fn a_boot_without_a_document_goes_under_its_host_id_or_is_skipped_and_its_kept_workloads_named() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.json");
         let mut file = ResultsFile::default();
@@ -111,10 +120,13 @@ mod tests {
         panicked.workloads_kept = Some(KeptWorkloads { workloads: vec![fork], errors: Vec::new() });
         let mut silent = BootRecord::default();
         silent.boot.classification = "hang".into();
-        file.boots = vec![ok, panicked, silent];
+        let mut named = silent.clone();
+        named.boot.envelope_id = Some("host-0123".into());
+        file.boots = vec![ok, panicked, silent, named];
         file.write(&path).unwrap();
         let (uploads, skipped) = plan(&path).unwrap();
-        assert_eq!(uploads.iter().map(|u| u.run_id.as_str()).collect::<Vec<_>>(), ["run-1"]);
+        assert_eq!(uploads.iter().map(|u| u.run_id.as_str()).collect::<Vec<_>>(), ["run-1", "host-0123"]);
+        assert_eq!(uploads[1].what, "boot 4");
         assert_eq!(skipped.len(), 2, "{skipped:?}");
         assert!(skipped[0].starts_with("boot 2: no guest document (panic)"), "{}", skipped[0]);
         assert!(

@@ -214,14 +214,16 @@ pub enum ValidationError {
         /// Its version.
         version: u64,
     },
-    /// A results file that is not exactly one boot with a document.
-    #[error("a results file upload must hold exactly one boot with a guest document (this one has {boots} boot(s), {with_document} with a document)")]
+    /// A results file that is not exactly one boot.
+    #[error("a results file upload must hold exactly one boot (this one has {boots})")]
     EnvelopeBoots {
         /// Boots in it.
         boots: usize,
-        /// Boots with a document.
-        with_document: usize,
     },
+    /// A boot without a guest document and without the host's id for it
+    /// (a file written before boots had one): nothing names the run.
+    #[error("the boot has no guest document and no host-made id (boot.envelope_id): nothing names the run")]
+    Unnamed,
     /// A document of a schema version the results migration cannot read
     /// (newer than this build, or older than its oldest step).
     #[error("the result's schema_version is not one this receiver reads (up to {SCHEMA_VERSION})")]
@@ -230,7 +232,7 @@ pub enum ValidationError {
     #[error(transparent)]
     RunId(#[from] results_uploader::UrlError),
     /// The URL's run id and the document's differ.
-    #[error("the URL names run '{url_id}' but the document is run '{doc_id}'")]
+    #[error("the URL names run '{url_id}' but the upload is run '{doc_id}'")]
     IdMismatch {
         /// From the URL.
         url_id: String,
@@ -279,9 +281,10 @@ pub struct ValidatedRun {
     pub sha256: String,
     /// The body as received.
     pub body: Vec<u8>,
-    /// The document's schema version.
+    /// The document's schema version (0: a boot without one).
     pub schema_version: u32,
-    /// complete, partial or error.
+    /// complete, partial or error; for a boot without a document, its
+    /// classification (panic, hang, ...).
     pub status: String,
     /// Kernel release.
     pub kernel_release: String,
@@ -439,7 +442,8 @@ pub enum PutOutcome {
 pub enum StoredRun {
     /// Only the guest's document is stored.
     Document(Box<RunDocument>),
-    /// The host's envelope (one boot).
+    /// The host's envelope (one boot, with the guest's document or, for a
+    /// boot that sent none, under the host's id for it).
     Envelope(ResultsFile),
 }
 
@@ -502,36 +506,82 @@ pub fn validate(body: Vec<u8>, url_id: &str) -> Result<ValidatedRun, ValidationE
     let value: serde_json::Value = serde_json::from_slice(&body).map_err(ValidationError::NotJson)?;
     let origin = format!("the upload of run '{url_id}'");
     let is_envelope = value.get("format").is_some();
-    let (kind, doc, label) = if is_envelope {
+    let (kind, index, label) = if is_envelope {
         let file = migrate_results(value.clone(), &origin).map_err(refusal)?;
-        let with_document = file.boots.iter().filter(|b| b.result.is_some()).count();
         let boot = match (file.boots.len(), file.boots.into_iter().next()) {
-            (1, Some(b)) if b.result.is_some() => b,
-            (boots, _) => return Err(ValidationError::EnvelopeBoots { boots, with_document }),
+            (1, Some(b)) => b,
+            (boots, _) => return Err(ValidationError::EnvelopeBoots { boots }),
         };
         let label = Some(boot.label.clone());
-        let doc = boot.result.ok_or(ValidationError::EnvelopeBoots { boots: 1, with_document: 0 })?;
-        (RunKind::Envelope, doc, label)
+        let index = match boot.result {
+            Some(doc) => Index::of_document(doc),
+            None => Index::of_docless_boot(boot)?,
+        };
+        (RunKind::Envelope, index, label)
     } else {
-        (RunKind::Document, migrate_document(value.clone(), &origin).map_err(refusal)?, None)
+        (RunKind::Document, Index::of_document(migrate_document(value.clone(), &origin).map_err(refusal)?), None)
     };
-    results_uploader::check_run_id(&doc.run_id)?;
-    if doc.run_id != url_id {
-        return Err(ValidationError::IdMismatch { url_id: url_id.to_string(), doc_id: doc.run_id });
+    results_uploader::check_run_id(&index.run_id)?;
+    if index.run_id != url_id {
+        return Err(ValidationError::IdMismatch { url_id: url_id.to_string(), doc_id: index.run_id });
     }
     let canon = serde_json::to_vec(&canonical(value)).unwrap_or_default();
     Ok(ValidatedRun {
-        run_id: doc.run_id.clone(),
+        run_id: index.run_id,
         kind,
         sha256: hex::encode(Sha256::digest(&canon)),
         body,
-        schema_version: doc.schema_version,
-        status: format!("{:?}", doc.status).to_lowercase(),
-        kernel_release: doc.provenance.kernel.release.clone(),
-        arch: doc.provenance.machine.arch.clone(),
-        suite: doc.provenance.suite.name.clone(),
+        schema_version: index.schema_version,
+        status: index.status,
+        kernel_release: index.kernel_release,
+        arch: index.arch,
+        suite: index.suite,
         label,
     })
+}
+
+/// What the listing indexes a run by.
+struct Index {
+    run_id: String,
+    schema_version: u32,
+    status: String,
+    kernel_release: String,
+    arch: String,
+    suite: String,
+}
+
+impl Index {
+    /// From the guest's document.
+    fn of_document(doc: RunDocument) -> Index {
+        Index {
+            status: format!("{:?}", doc.status).to_lowercase(),
+            run_id: doc.run_id,
+            schema_version: doc.schema_version,
+            kernel_release: doc.provenance.kernel.release,
+            arch: doc.provenance.machine.arch,
+            suite: doc.provenance.suite.name,
+        }
+    }
+
+    /// From a boot without a guest document (it panicked, hung, lost its
+    /// result): the host's id for the boot, its classification as the
+    /// status, schema version 0 (no document).
+    fn of_docless_boot(boot: BootRecord) -> Result<Index, ValidationError> {
+        // The suite is in the image; the cmdline names it only when the
+        // run chose one there. Otherwise the listing leaves it blank.
+        let suite = loads::suite::split_cmdline(&boot.cmdline)
+            .into_iter()
+            .find_map(|w| w.strip_prefix("bootbench.suite=").map(str::to_string))
+            .unwrap_or_default();
+        Ok(Index {
+            run_id: boot.boot.envelope_id.ok_or(ValidationError::Unnamed)?,
+            schema_version: 0,
+            status: boot.boot.classification,
+            kernel_release: boot.kernel.release.unwrap_or_default(),
+            arch: boot.machine.arch,
+            suite,
+        })
+    }
 }
 
 /// sha256 of `json`'s canonical form (what [`RunSummary::sha256`] holds),
@@ -1035,6 +1085,38 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_boot_without_a_document_is_stored_under_the_hosts_id_with_its_classification() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("s.db");
+        let mut boot = BootRecord { label: "cand".into(), ..Default::default() };
+        boot.cmdline = "console=ttyS0 bootbench.suite=quick panic=-1".into();
+        boot.kernel.release = Some("6.1.0-bad".into());
+        boot.machine.arch = "x86_64".into();
+        boot.boot.classification = "panic".into();
+        boot.console_log = "Kernel panic - not syncing: VFS".into();
+        let file = |b: &BootRecord| serde_json::to_vec(&ResultsFile { boots: vec![b.clone()], ..Default::default() });
+        // Without the host's id, nothing names it.
+        let e = validate(file(&boot).unwrap(), "host-1").unwrap_err();
+        assert!(matches!(e, ValidationError::Unnamed), "{e:?}");
+        boot.boot.envelope_id = Some("host-1".into());
+        let e = validate(file(&boot).unwrap(), "host-2").unwrap_err().to_string();
+        assert!(e.contains("names run 'host-2'") && e.contains("'host-1'"), "{e}");
+        let run = validate(file(&boot).unwrap(), "host-1").unwrap();
+        assert_eq!((run.kind, run.schema_version, run.status.as_str()), (RunKind::Envelope, 0, "panic"));
+        assert_eq!(
+            (run.kernel_release.as_str(), run.arch.as_str(), run.suite.as_str()),
+            ("6.1.0-bad", "x86_64", "quick")
+        );
+        let mut store = Store::open(&db).unwrap();
+        assert_eq!(store.put(&run, None, None).unwrap(), PutOutcome::Stored);
+        drop(store);
+        let f = load_run(&db, "host-1").unwrap().into_results_file();
+        assert_eq!(f.boots.len(), 1);
+        assert_eq!(f.boots[0].console_log, "Kernel panic - not syncing: VFS");
+        assert!(f.boots[0].result.is_none());
+    }
+
+    #[test]
     fn load_run_prefers_the_envelope_and_wraps_a_bare_document() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("s.db");
@@ -1076,7 +1158,7 @@ pub(crate) mod tests {
         let mut two = envelope("r1");
         two.boots.push(two.boots[0].clone());
         let e = validate(serde_json::to_vec(&two).unwrap(), "r1").unwrap_err().to_string();
-        assert!(e.contains("exactly one boot"), "{e}");
+        assert!(e.contains("exactly one boot (this one has 2)"), "{e}");
         let mut other = envelope("r1");
         other.format = "something-else".into();
         let e = validate(serde_json::to_vec(&other).unwrap(), "r1").unwrap_err().to_string();
