@@ -887,7 +887,12 @@ fn closed_within(mut s: TcpStream, bound: Duration) -> Option<(Vec<u8>, Instant)
 fn idle_and_stalled_clients_are_closed_and_uploads_still_get_through() {
     let dir = support::scratch();
     let header = Duration::from_secs(1);
-    let limits = ConnectionLimits { max_connections: 2, header_timeout: header, body_timeout: Duration::from_secs(2) };
+    let limits = ConnectionLimits {
+        max_connections: 2,
+        header_timeout: header,
+        body_timeout: Duration::from_secs(2),
+        ..ConnectionLimits::default()
+    };
     let r = Receiver::start(ServeConfig { limits, max_bytes: 1 << 20, ..config(&dir.path().join("runs.db"), true) })
         .unwrap();
     let addr = r.addr();
@@ -939,6 +944,41 @@ fn idle_and_stalled_clients_are_closed_and_uploads_still_get_through() {
     r.stop().unwrap();
     assert!(stopping.elapsed() < Duration::from_secs(5), "stop took {:?}", stopping.elapsed());
     assert_eq!(rows(&dir.path().join("runs.db")), 1);
+}
+
+/// A client that asks for a large run and then reads none of it is closed
+/// after the send timeout, so it does not hold its slot: with one slot, a
+/// second client is served soon after, and the first gets less than the
+/// whole answer.
+#[test]
+fn a_client_that_stops_reading_its_answer_is_closed_and_frees_its_slot() {
+    let dir = support::scratch();
+    let db = dir.path().join("runs.db");
+    let limits = ConnectionLimits {
+        max_connections: 1,
+        header_timeout: Duration::from_secs(5),
+        send_timeout: Duration::from_secs(1),
+        ..ConnectionLimits::default()
+    };
+    let r = Receiver::start(ServeConfig { limits, max_bytes: 64 << 20, ..config(&db, true) }).unwrap();
+    let line = "[   12.345678] a large console log that no socket buffer holds whole\r\n";
+    // Far more than the loopback socket buffers of both ends hold.
+    let body = one_boot_envelope("run-big", line.repeat((40 << 20) / line.len()));
+    let (st, text) = put(r.addr(), "run-big", bearer(), &body);
+    assert_eq!(st, 201, "{text}");
+
+    let mut stalled = TcpStream::connect(r.addr()).unwrap();
+    stalled.write_all(b"GET /runs/run-big HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let asked = Instant::now();
+    let mut next = TcpStream::connect(r.addr()).unwrap();
+    next.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let (answer, at) = closed_within(next, Duration::from_secs(20)).expect("the second client was never served");
+    assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&answer));
+    assert!(at - asked < Duration::from_secs(10), "served only after {:?}", at - asked);
+    let (got, _) = closed_within(stalled, Duration::from_secs(20)).expect("the stalled reader is still open");
+    assert!(got.len() < body.len(), "the stalled reader got the whole answer ({} bytes)", got.len());
+    r.stop().unwrap();
 }
 
 /// `serve --tls-cert/--tls-key` speaks https: `upload --ca-file` with the

@@ -37,7 +37,7 @@ pub enum InitBuildError {
     Cargo {
         /// The package.
         package: String,
-        /// Target triple.
+        /// Target triple(s), comma-separated.
         triple: String,
         /// Exit status.
         status: String,
@@ -136,6 +136,20 @@ pub fn build(triple: &str) -> Result<PathBuf, InitBuildError> {
     build_package(INIT_PACKAGE, triple)
 }
 
+/// Builds the init for each of `triples` (the cross ones in one cargo run,
+/// so that their crates and fat-LTO links share the cores instead of
+/// queueing behind each other) and returns the static binaries, in order.
+/// A later [`build`] of one of them is cargo's no-op.
+pub fn build_all(triples: &[&str]) -> Result<Vec<PathBuf>, InitBuildError> {
+    let (cross, native): (Vec<&str>, Vec<&str>) = triples.iter().partition(|t| cross_for(t).is_some());
+    for group in [cross, native] {
+        if !group.is_empty() {
+            build_packages(INIT_PACKAGE, &group)?;
+        }
+    }
+    triples.iter().map(|t| build(t)).collect()
+}
+
 /// Builds the trivial init for `triple` the same way as the init, and
 /// returns the path of the static binary.
 pub fn build_trivial(triple: &str) -> Result<PathBuf, InitBuildError> {
@@ -144,12 +158,26 @@ pub fn build_trivial(triple: &str) -> Result<PathBuf, InitBuildError> {
 
 /// Builds `package` (whose binary has the same name) static for `triple`.
 fn build_package(package: &str, triple: &str) -> Result<PathBuf, InitBuildError> {
+    build_packages(package, &[triple])?;
+    let bin = target_dir().join(triple).join("release").join(package);
+    check_static(&bin)?;
+    Ok(bin)
+}
+
+/// Where the inits are built.
+fn target_dir() -> PathBuf {
+    source_dir().join("target").join("init")
+}
+
+/// Builds `package` static for `triples` in one cargo run: all of them
+/// cross targets (Debian's toolchain) or none.
+fn build_packages(package: &str, triples: &[&str]) -> Result<(), InitBuildError> {
     let src = source_dir();
-    let target_dir = src.join("target").join("init");
-    let env_triple = triple.to_uppercase().replace('-', "_");
+    let named = triples.join(",");
     let mut cmd;
     let cargo;
-    if let Some(cross) = cross_for(triple) {
+    let crosses: Vec<(&str, Cross)> = triples.iter().filter_map(|t| cross_for(t).map(|c| (*t, c))).collect();
+    if !crosses.is_empty() {
         for (tool, packages) in [
             ("/usr/bin/rustc", "rustc-web cargo-web rust-web-src"),
             ("/usr/bin/cargo", "rustc-web cargo-web rust-web-src"),
@@ -157,54 +185,56 @@ fn build_package(package: &str, triple: &str) -> Result<PathBuf, InitBuildError>
         ] {
             if !Path::new(tool).exists() {
                 return Err(InitBuildError::MissingTool {
-                    triple: triple.into(),
+                    triple: named.clone(),
                     tool: tool.into(),
                     packages: packages.into(),
                 });
             }
         }
-        for tool in [cross.linker, cross.ar] {
-            if !on_path(tool) {
-                return Err(InitBuildError::MissingTool {
-                    triple: triple.into(),
-                    tool: tool.into(),
-                    packages: cross.packages.into(),
-                });
-            }
-        }
-        let cc_triple = triple.replace('-', "_");
         cargo = "/usr/bin/cargo".to_string();
         cmd = Command::new(&cargo);
-        cmd.env("RUSTC", "/usr/bin/rustc")
-            .env("RUSTC_BOOTSTRAP", "1")
-            .env(format!("CARGO_TARGET_{env_triple}_LINKER"), cross.linker)
-            .env(format!("CC_{cc_triple}"), cross.linker)
-            .env(format!("AR_{cc_triple}"), cross.ar)
-            .args(["build", "-Zbuild-std=std,panic_abort"]);
+        cmd.env("RUSTC", "/usr/bin/rustc").env("RUSTC_BOOTSTRAP", "1");
+        for (triple, cross) in &crosses {
+            for tool in [cross.linker, cross.ar] {
+                if !on_path(tool) {
+                    return Err(InitBuildError::MissingTool {
+                        triple: triple.to_string(),
+                        tool: tool.into(),
+                        packages: cross.packages.into(),
+                    });
+                }
+            }
+            let env_triple = triple.to_uppercase().replace('-', "_");
+            let cc_triple = triple.replace('-', "_");
+            cmd.env(format!("CARGO_TARGET_{env_triple}_LINKER"), cross.linker)
+                .env(format!("CC_{cc_triple}"), cross.linker)
+                .env(format!("AR_{cc_triple}"), cross.ar);
+        }
+        cmd.args(["build", "-Zbuild-std=std,panic_abort"]);
     } else {
         cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         cmd = Command::new(&cargo);
         cmd.arg("build");
     }
     cmd.envs(INIT_PROFILE_ENV.iter().copied());
-    cmd.env(format!("CARGO_TARGET_{env_triple}_RUSTFLAGS"), "-C target-feature=+crt-static")
-        .args(["-q", "-p", package, "--release", "--target", triple, "--target-dir"])
-        .arg(&target_dir)
-        .current_dir(&src);
+    for triple in triples {
+        let env_triple = triple.to_uppercase().replace('-', "_");
+        cmd.env(format!("CARGO_TARGET_{env_triple}_RUSTFLAGS"), "-C target-feature=+crt-static");
+        cmd.args(["--target", triple]);
+    }
+    cmd.args(["-q", "-p", package, "--release", "--target-dir"]).arg(target_dir()).current_dir(&src);
     let out = cmd.output().map_err(|source| InitBuildError::Spawn { cargo: cargo.clone(), source })?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let tail: Vec<&str> = stderr.lines().rev().take(30).collect();
         return Err(InitBuildError::Cargo {
             package: package.into(),
-            triple: triple.into(),
+            triple: named,
             status: out.status.to_string(),
             stderr_tail: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
         });
     }
-    let bin = target_dir.join(triple).join("release").join(package);
-    check_static(&bin)?;
-    Ok(bin)
+    Ok(())
 }
 
 /// Fails unless `path` is an ELF executable without an interpreter.

@@ -8,7 +8,8 @@
 //!
 //! A client that connects and sends nothing, or sends half a head, is
 //! closed after the header timeout; one whose body stalls gets 408 after
-//! the request timeout. Beyond the connection cap, new connections wait in
+//! the request timeout; one that stops reading its answer is closed after
+//! the send timeout. Beyond the connection cap, new connections wait in
 //! the kernel's listen backlog (accepted in order as slots free) rather
 //! than being turned away with 503: an uploader that waits is served as
 //! soon as a slot is free, whereas one turned away would back off and
@@ -28,11 +29,13 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
+use tokio_io_timeout::TimeoutStream;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
@@ -44,6 +47,8 @@ pub const DEFAULT_HEADER_TIMEOUT_S: u64 = 10;
 /// body the receiver takes by default (144 MiB) at 4 Mbit/s, or a usual
 /// envelope over a very poor link.
 pub const DEFAULT_BODY_TIMEOUT_S: u64 = 300;
+/// Default seconds a response may wait on a client that takes none of it.
+pub const DEFAULT_SEND_TIMEOUT_S: u64 = 30;
 
 /// How long connections may take and how many are served at once.
 /// `Default` gives the defaults `bootbench serve` has.
@@ -63,6 +68,11 @@ pub struct ConnectionLimits {
     /// and storing it (408 when it runs out).
     #[arg(long = "body-timeout", value_name = "SECS", default_value = "300", value_parser = seconds)]
     pub body_timeout: Duration,
+    /// Seconds an answer may wait on a client that takes none of it (a
+    /// reader that stopped reading a large run): then the connection is
+    /// closed. A slow reader that keeps taking bytes is not cut off.
+    #[arg(long = "send-timeout", value_name = "SECS", default_value = "30", value_parser = seconds)]
+    pub send_timeout: Duration,
 }
 
 impl Default for ConnectionLimits {
@@ -71,6 +81,7 @@ impl Default for ConnectionLimits {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             header_timeout: Duration::from_secs(DEFAULT_HEADER_TIMEOUT_S),
             body_timeout: Duration::from_secs(DEFAULT_BODY_TIMEOUT_S),
+            send_timeout: Duration::from_secs(DEFAULT_SEND_TIMEOUT_S),
         }
     }
 }
@@ -201,12 +212,16 @@ pub async fn serve(
             http: http.clone(),
             peer,
             header_timeout: limits.header_timeout,
+            send_timeout: limits.send_timeout,
             watcher: graceful.watcher(),
         };
         let tls = tls.clone();
         tokio::spawn(async move {
             match tls {
-                None => conn.serve(stream).await,
+                None => {
+                    let stream = conn.send_bounded(stream);
+                    conn.serve(stream).await
+                }
                 Some(acceptor) => conn.serve_tls(stream, acceptor).await,
             }
             drop(slot);
@@ -223,6 +238,7 @@ struct Connection {
     http: hyper::server::conn::http1::Builder,
     peer: SocketAddr,
     header_timeout: Duration,
+    send_timeout: Duration,
     watcher: Watcher,
 }
 
@@ -240,6 +256,15 @@ impl Connection {
         let _ = self.watcher.watch(conn).await;
     }
 
+    /// `stream` with writes bounded by the send timeout: a write that the
+    /// client leaves pending that long fails, which ends the connection
+    /// and frees its slot.
+    fn send_bounded(&self, stream: TcpStream) -> Pin<Box<TimeoutStream<TcpStream>>> {
+        let mut stream = TimeoutStream::new(stream);
+        stream.set_write_timeout(Some(self.send_timeout));
+        Box::pin(stream)
+    }
+
     /// The TLS handshake within the header timeout, then HTTP over it. A
     /// client speaking plain HTTP gets a 400 that says so.
     async fn serve_tls(self, stream: TcpStream, acceptor: TlsAcceptor) {
@@ -254,6 +279,7 @@ impl Connection {
             return self.refuse_plain_http(stream).await;
         }
         let left = self.header_timeout.saturating_sub(started.elapsed());
+        let stream = self.send_bounded(stream);
         if let Ok(Ok(tls)) = tokio::time::timeout(left, acceptor.accept(stream)).await {
             self.serve(tls).await;
         }
