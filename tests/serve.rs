@@ -63,6 +63,14 @@ fn start(dir: &Path, max_bytes: u64) -> (Receiver, PathBuf) {
 /// One raw HTTP/1.1 exchange (so tests control every header and byte);
 /// returns the status and the body.
 fn http(addr: SocketAddr, head: &str, body: &[u8]) -> (u16, String) {
+    let text = exchange(addr, head, body);
+    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+/// One raw HTTP/1.1 exchange: the whole answer, head included.
+fn exchange(addr: SocketAddr, head: &str, body: &[u8]) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut req = head.replace('\n', "\r\n");
@@ -75,10 +83,7 @@ fn http(addr: SocketAddr, head: &str, body: &[u8]) -> (u16, String) {
     let _ = s.write_all(body);
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    (status, body)
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn put(addr: SocketAddr, id: &str, auth: Option<&str>, body: &[u8]) -> (u16, String) {
@@ -636,6 +641,26 @@ fn reads_need_a_token_that_may_read_unless_they_are_public() {
         assert_eq!(st, 200, "{path}: {text}");
         assert!(text.contains("run-1"), "{path}: {text}");
     }
+    // A browser: the page asks for Basic credentials, and the read token
+    // as the password (any user name) opens it.
+    let asked = exchange(r.addr(), "GET / HTTP/1.1\nHost: x\n", b"");
+    let head = asked.split_once("\r\n\r\n").map(|(h, _)| h.to_ascii_lowercase()).unwrap_or_default();
+    assert!(head.contains("www-authenticate: basic realm=\"bootbench\""), "{head}");
+    let basic = |user_token: &str| {
+        use base64::Engine as _;
+        format!("Authorization: Basic {}\n", base64::engine::general_purpose::STANDARD.encode(user_token))
+    };
+    let (st, text) = http(r.addr(), &format!("GET / HTTP/1.1\nHost: x\n{}", basic(&format!("me:{READER}"))), b"");
+    assert_eq!(st, 200, "{text}");
+    assert!(text.contains("run-1"), "{text}");
+    let (st, text) = http(r.addr(), &format!("GET /runs HTTP/1.1\nHost: x\n{}", basic(&format!("me:{LAB_A}"))), b"");
+    assert_eq!(st, 403, "{text}");
+    let (st, text) = http(r.addr(), "GET /runs HTTP/1.1\nHost: x\nAuthorization: Basic !!!\n", b"");
+    assert_eq!(st, 401, "{text}");
+    assert!(text.contains("HTTP Basic"), "{text}");
+    // Uploads are not challenged for Basic (no browser uploads).
+    let refused = exchange(r.addr(), "PUT /runs/run-2 HTTP/1.1\nHost: x\nContent-Length: 0\n", b"");
+    assert!(!refused.to_ascii_lowercase().contains("basic realm"), "{refused}");
     // A read token cannot upload.
     let (st, text) = put_doc(r.addr(), "run-2", READER);
     assert_eq!(st, 403, "{text}");

@@ -370,24 +370,43 @@ impl Need {
     }
 }
 
-/// The bearer token of `headers`: 401 without one.
-fn bearer(headers: &HeaderMap, need: Need) -> Result<&str, Response> {
+/// The token of `headers`: `Authorization: Bearer TOKEN`, or HTTP Basic
+/// with the token as the password (any user name), which is how a browser
+/// sends one. 401 without one; for reads the answer also asks for Basic,
+/// so a browser prompts for the token.
+fn given_token(headers: &HeaderMap, need: Need) -> Result<String, Response> {
     let unauthorized = |msg: &str| {
         let mut r = error(StatusCode::UNAUTHORIZED, msg);
-        r.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer realm=\"bootbench\""));
+        let h = r.headers_mut();
+        h.append(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer realm=\"bootbench\""));
+        if need == Need::Read {
+            h.append(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Basic realm=\"bootbench\", charset=\"UTF-8\""),
+            );
+        }
         r
     };
     let Some(value) = headers.get(header::AUTHORIZATION) else {
         return Err(unauthorized(match need {
             Need::Upload => "missing token: send 'Authorization: Bearer TOKEN' (bootbench.token= in the guest, --token for bootbench upload)",
-            Need::Read => "missing token: reads need 'Authorization: Bearer TOKEN' with a token that may read (bootbench serve token add NAME --read), unless the receiver runs with --public-reads",
+            Need::Read => "missing token: reads need 'Authorization: Bearer TOKEN' (or HTTP Basic with the token as the password, as a browser asks for it) with a token that may read (bootbench serve token add NAME --read), unless the receiver runs with --public-reads",
         }));
     };
     let text = value.to_str().unwrap_or_default();
+    let malformed = "the Authorization header must be 'Bearer TOKEN' or HTTP Basic with the token as the password";
     match text.split_once(' ') {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => Ok(rest.trim()),
-        _ => Err(unauthorized("the Authorization header must be 'Bearer TOKEN'")),
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => Ok(rest.trim().to_string()),
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("basic") => {
+            use base64::Engine as _;
+            let decoded = base64::engine::general_purpose::STANDARD.decode(rest.trim()).ok();
+            let pair = decoded.and_then(|d| String::from_utf8(d).ok());
+            match pair.as_deref().and_then(|p| p.split_once(':')) {
+                Some((_user, password)) => Ok(password.to_string()),
+                None => Err(unauthorized(malformed)),
+            }
+        }
+        _ => Err(unauthorized(malformed)),
     }
 }
 
@@ -400,7 +419,7 @@ async fn authorize(st: &Shared, headers: &HeaderMap, need: Need) -> Result<Optio
     if need == Need::Read && st.public_reads {
         return Ok(None);
     }
-    let given = bearer(headers, need)?.to_string();
+    let given = given_token(headers, need)?;
     let stored = with_store(st, |s| s.tokens()).await?;
     let stored: Vec<Known> = stored
         .into_iter()
