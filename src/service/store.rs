@@ -672,6 +672,49 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     tx.commit()
 }
 
+/// What an opened SQLite file holds, before it is taken as a store.
+struct Found {
+    /// Its `user_version`: the store layout, 0 for a new file.
+    version: i64,
+    /// Whether it has the runs table.
+    has_runs: bool,
+    /// How many tables it has.
+    tables: i64,
+}
+
+impl Found {
+    /// Reads it: a file that is not SQLite, or a layout newer than this
+    /// build's, is an error naming the file.
+    fn read(conn: &Connection, path: &Path) -> Result<Found, StoreError> {
+        let open_err = |source| StoreError::Open { path: path.to_path_buf(), source };
+        let version: i64 = match conn.query_row("PRAGMA user_version", [], |r| r.get(0)) {
+            Ok(v) => v,
+            Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::NotADatabase) => {
+                return Err(StoreError::NotAStore { path: path.to_path_buf(), why: "it is not an SQLite database" })
+            }
+            Err(e) => return Err(open_err(e)),
+        };
+        let (tables, has_runs): (i64, bool) = conn
+            .query_row(
+                "SELECT COUNT(*), COALESCE(SUM(name = 'runs'), 0) > 0 FROM sqlite_master \
+                 WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(open_err)?;
+        if version > STORE_VERSION && has_runs {
+            return Err(StoreError::NewerLayout { path: path.to_path_buf(), found: version });
+        }
+        if version > STORE_VERSION {
+            return Err(StoreError::NotAStore {
+                path: path.to_path_buf(),
+                why: "it is an SQLite database of another program (no runs table)",
+            });
+        }
+        Ok(Found { version, has_runs, tables })
+    }
+}
+
 impl Store {
     /// Opens (creating if needed) the store at `path` for writing: the
     /// receiver's. Runs [`WRITER_PRAGMAS`] and brings the layout up to
@@ -680,9 +723,14 @@ impl Store {
         let open_err = |source| StoreError::Open { path: path.to_path_buf(), source };
         let mut conn = Connection::open(path).map_err(open_err)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
-        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(open_err)?;
-        if version > STORE_VERSION {
-            return Err(StoreError::NewerLayout { path: path.to_path_buf(), found: version });
+        // Another program's database is left as it is: no tables of ours
+        // added, no journal mode changed.
+        let found = Found::read(&conn, path)?;
+        if !found.has_runs && found.tables > 0 {
+            return Err(StoreError::NotAStore {
+                path: path.to_path_buf(),
+                why: "it is an SQLite database with other tables and no runs table",
+            });
         }
         set_writer_pragmas(&conn, path)?;
         migrate(&mut conn).map_err(open_err)?;
@@ -708,25 +756,11 @@ impl Store {
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
-        let version: i64 = match conn.query_row("PRAGMA user_version", [], |r| r.get(0)) {
-            Ok(v) => v,
-            Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::NotADatabase) => {
-                return Err(not_a_store("it is not an SQLite database"))
-            }
-            Err(e) => return Err(open_err(e)),
-        };
-        if version > STORE_VERSION {
-            return Err(StoreError::NewerLayout { path: path.to_path_buf(), found: version });
-        }
-        let has_runs: bool = conn
-            .query_row("SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs')", [], |r| {
-                r.get(0)
-            })
-            .map_err(open_err)?;
-        if !has_runs {
+        let found = Found::read(&conn, path)?;
+        if !found.has_runs {
             return Err(not_a_store("it has no runs table"));
         }
-        Ok(Store { conn, path: path.to_path_buf(), layout: version })
+        Ok(Store { conn, path: path.to_path_buf(), layout: found.version })
     }
 
     /// The file.
@@ -1169,9 +1203,41 @@ pub(crate) mod tests {
     fn a_newer_store_layout_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("s.db");
-        Connection::open(&db).unwrap().pragma_update(None, "user_version", STORE_VERSION + 1).unwrap();
+        let conn = Connection::open(&db).unwrap();
+        conn.execute_batch("CREATE TABLE runs (run_id TEXT)").unwrap();
+        conn.pragma_update(None, "user_version", STORE_VERSION + 1).unwrap();
+        drop(conn);
         let e = Store::open(&db).unwrap_err().to_string();
         assert!(e.contains("layout version"), "{e}");
+    }
+
+    #[test]
+    fn another_programs_database_or_a_text_file_is_refused_and_left_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let foreign = dir.path().join("notes.db");
+        let conn = Connection::open(&foreign).unwrap();
+        conn.execute_batch("CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('keep me')").unwrap();
+        drop(conn);
+        let before = std::fs::read(&foreign).unwrap();
+        let tagged = dir.path().join("tagged.db");
+        let conn = Connection::open(&tagged).unwrap();
+        conn.execute_batch("CREATE TABLE t (x)").unwrap();
+        conn.pragma_update(None, "user_version", 42).unwrap();
+        drop(conn);
+        for db in [&foreign, &tagged] {
+            for e in [Store::open(db).unwrap_err(), Store::open_read_only(db).unwrap_err()] {
+                assert!(matches!(e, StoreError::NotAStore { .. }), "{e:?}");
+                assert!(e.to_string().contains(&db.display().to_string()), "{e}");
+            }
+        }
+        assert_eq!(std::fs::read(&foreign).unwrap(), before, "the foreign database was changed");
+        let conn = Connection::open(&foreign).unwrap();
+        assert_eq!(pragma(&conn, "journal_mode"), "delete");
+        let text = dir.path().join("runs.txt");
+        std::fs::write(&text, "not a database at all, but long enough to have a header of some sort\n".repeat(4))
+            .unwrap();
+        let e = Store::open(&text).unwrap_err().to_string();
+        assert!(e.contains("not an SQLite database") && e.contains("runs.txt"), "{e}");
     }
 
     fn pragma(conn: &Connection, name: &str) -> String {
