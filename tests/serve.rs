@@ -653,8 +653,15 @@ fn reads_need_a_token_that_may_read_unless_they_are_public() {
     let (st, text) = http(r.addr(), &format!("GET / HTTP/1.1\nHost: x\n{}", basic(&format!("me:{READER}"))), b"");
     assert_eq!(st, 200, "{text}");
     assert!(text.contains("run-1"), "{text}");
-    let (st, text) = http(r.addr(), &format!("GET /runs HTTP/1.1\nHost: x\n{}", basic(&format!("me:{LAB_A}"))), b"");
-    assert_eq!(st, 403, "{text}");
+    // A wrong or upload-only token typed into the browser's prompt: asked
+    // again (401 with the challenge), not left on a 403 the browser would
+    // keep getting with what it cached.
+    for wrong in [format!("me:{LAB_A}"), "me:not-a-token-0123456789".into(), format!("{READER}:")] {
+        let again = exchange(r.addr(), &format!("GET /runs HTTP/1.1\nHost: x\n{}", basic(&wrong)), b"");
+        let head = again.split_once("\r\n\r\n").map(|(h, _)| h.to_ascii_lowercase()).unwrap_or_default();
+        assert!(head.starts_with("http/1.1 401"), "{wrong}: {again}");
+        assert!(head.contains("www-authenticate: basic realm"), "{wrong}: {head}");
+    }
     let (st, text) = http(r.addr(), "GET /runs HTTP/1.1\nHost: x\nAuthorization: Basic !!!\n", b"");
     assert_eq!(st, 401, "{text}");
     assert!(text.contains("HTTP Basic"), "{text}");

@@ -502,10 +502,12 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
                 record.pack = pack.as_ref().map(|p| p.record.clone());
                 record.channels = channel_reports(&record.console_log, img.port.then_some(port_file.as_path()));
                 crate::boot::redaction::redact_boot(&mut record, &secrets);
-                if let (Some(u), Some((events, doc))) = (&mut uploads, &upload_seen) {
+                let retry = retried(&record.boot.classification) && attempt < args.retries;
+                // Only the attempt the results file keeps reaches the store:
+                // a retried one would be a run no file holds.
+                if let (false, Some(u), Some((events, doc))) = (retry, &mut uploads, &upload_seen) {
                     u.attach(&mut record, events, doc.as_deref());
                 }
-                let retry = retried(&record.boot.classification);
                 eprintln!(
                     "run: boot {}/{total} (kernel {}{}, round {}): {}",
                     index + 1,
@@ -514,7 +516,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
                     round + 1,
                     boot_summary(&record)
                 );
-                if retry && attempt < args.retries {
+                if retry {
                     attempt += 1;
                     eprintln!("run: retrying (attempt {} of {})", attempt + 1, args.retries + 1);
                     continue;

@@ -196,8 +196,11 @@ pub struct BootInfo {
 /// A new host-made run id for a boot without a guest document: `host-`
 /// and 32 random hex digits (a valid run id, never a guest's boot id).
 pub fn host_run_id() -> String {
-    format!("host-{}", uuid::Uuid::new_v4().simple())
+    format!("{HOST_ID_PREFIX}{}", uuid::Uuid::new_v4().simple())
 }
+
+/// How every [`host_run_id`] starts.
+pub const HOST_ID_PREFIX: &str = "host-";
 
 /// One result channel of a boot and whether it carried the guest's result
 /// stream intact on its own. The host merges the channels, so a result can

@@ -370,25 +370,35 @@ impl Need {
     }
 }
 
+/// A 401 for `need` with `message`, asking for a Bearer token and, for
+/// reads, for HTTP Basic too, so that a browser prompts for the token.
+fn unauthorized(need: Need, message: impl Into<String>) -> Response {
+    let mut r = error(StatusCode::UNAUTHORIZED, message);
+    let h = r.headers_mut();
+    h.append(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer realm=\"bootbench\""));
+    if need == Need::Read {
+        h.append(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Basic realm=\"bootbench\", charset=\"UTF-8\""),
+        );
+    }
+    r
+}
+
+/// A token as the request gave it.
+struct GivenCredential {
+    /// The token.
+    token: String,
+    /// It came as HTTP Basic's password (a browser's way).
+    basic: bool,
+}
+
 /// The token of `headers`: `Authorization: Bearer TOKEN`, or HTTP Basic
 /// with the token as the password (any user name), which is how a browser
-/// sends one. 401 without one; for reads the answer also asks for Basic,
-/// so a browser prompts for the token.
-fn given_token(headers: &HeaderMap, need: Need) -> Result<String, Response> {
-    let unauthorized = |msg: &str| {
-        let mut r = error(StatusCode::UNAUTHORIZED, msg);
-        let h = r.headers_mut();
-        h.append(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer realm=\"bootbench\""));
-        if need == Need::Read {
-            h.append(
-                header::WWW_AUTHENTICATE,
-                header::HeaderValue::from_static("Basic realm=\"bootbench\", charset=\"UTF-8\""),
-            );
-        }
-        r
-    };
+/// sends one. 401 without one.
+fn given_token(headers: &HeaderMap, need: Need) -> Result<GivenCredential, Response> {
     let Some(value) = headers.get(header::AUTHORIZATION) else {
-        return Err(unauthorized(match need {
+        return Err(unauthorized(need, match need {
             Need::Upload => "missing token: send 'Authorization: Bearer TOKEN' (bootbench.token= in the guest, --token for bootbench upload)",
             Need::Read => "missing token: reads need 'Authorization: Bearer TOKEN' (or HTTP Basic with the token as the password, as a browser asks for it) with a token that may read (bootbench serve token add NAME --read), unless the receiver runs with --public-reads",
         }));
@@ -396,30 +406,40 @@ fn given_token(headers: &HeaderMap, need: Need) -> Result<String, Response> {
     let text = value.to_str().unwrap_or_default();
     let malformed = "the Authorization header must be 'Bearer TOKEN' or HTTP Basic with the token as the password";
     match text.split_once(' ') {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => Ok(rest.trim().to_string()),
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => {
+            Ok(GivenCredential { token: rest.trim().to_string(), basic: false })
+        }
         Some((scheme, rest)) if scheme.eq_ignore_ascii_case("basic") => {
             use base64::Engine as _;
             let decoded = base64::engine::general_purpose::STANDARD.decode(rest.trim()).ok();
             let pair = decoded.and_then(|d| String::from_utf8(d).ok());
             match pair.as_deref().and_then(|p| p.split_once(':')) {
-                Some((_user, password)) => Ok(password.to_string()),
-                None => Err(unauthorized(malformed)),
+                Some((_user, password)) => Ok(GivenCredential { token: password.to_string(), basic: true }),
+                None => Err(unauthorized(need, malformed)),
             }
         }
-        _ => Err(unauthorized(malformed)),
+        _ => Err(unauthorized(need, malformed)),
     }
 }
 
 /// Checks the request's token for `need`: 401 without one, 403 when it is
-/// unknown, revoked or not allowed to. Reads pass without a token when
-/// they are public. The store's tokens are read on every request, so a
-/// token revoked or added while the receiver runs counts at once. Returns
-/// the token's name.
+/// unknown, revoked or not allowed to (401 with the challenge again when
+/// it came as HTTP Basic, so that a browser asks anew instead of resending
+/// what it cached). Reads pass without a token when they are public. The
+/// store's tokens are read on every request, so a token revoked or added
+/// while the receiver runs counts at once. Returns the token's name.
 async fn authorize(st: &Shared, headers: &HeaderMap, need: Need) -> Result<Option<String>, Response> {
     if need == Need::Read && st.public_reads {
         return Ok(None);
     }
     let given = given_token(headers, need)?;
+    let refuse = |message: String| {
+        if given.basic {
+            unauthorized(need, message)
+        } else {
+            error(StatusCode::FORBIDDEN, message)
+        }
+    };
     let stored = with_store(st, |s| s.tokens()).await?;
     let stored: Vec<Known> = stored
         .into_iter()
@@ -427,17 +447,14 @@ async fn authorize(st: &Shared, headers: &HeaderMap, need: Need) -> Result<Optio
         .collect();
     let known: Vec<&Known> = st.given.iter().chain(&stored).collect();
     let digests: Vec<TokenDigest> = known.iter().map(|k| k.digest).collect();
-    let Some(k) = tokens::find(&given, &digests).and_then(|i| known.get(i)) else {
-        return Err(error(StatusCode::FORBIDDEN, "wrong token for this receiver"));
+    let Some(k) = tokens::find(&given.token, &digests).and_then(|i| known.get(i)) else {
+        return Err(refuse("wrong token for this receiver".into()));
     };
     if k.revoked {
-        return Err(error(StatusCode::FORBIDDEN, "this token was revoked"));
+        return Err(refuse("this token was revoked".into()));
     }
     if !need.allowed(k.scope) {
-        return Err(error(
-            StatusCode::FORBIDDEN,
-            format!("this token may not {} here (it may: {})", need.verb(), k.scope.name()),
-        ));
+        return Err(refuse(format!("this token may not {} here (it may: {})", need.verb(), k.scope.name())));
     }
     Ok(Some(k.name.clone()))
 }

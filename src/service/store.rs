@@ -12,7 +12,7 @@
 //! same run are not a conflict.
 
 use crate::results::migration::{migrate_document, migrate_results, MigrationError};
-use crate::results::{BootRecord, ResultsFile, ENVELOPE_VERSION, FORMAT};
+use crate::results::{BootRecord, ResultsFile, ENVELOPE_VERSION, FORMAT, HOST_ID_PREFIX};
 use crate::service::tokens::{Scope, TokenDigest};
 use loads::schema::{RunDocument, SCHEMA_VERSION};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
@@ -224,6 +224,13 @@ pub enum ValidationError {
     /// (a file written before boots had one): nothing names the run.
     #[error("the boot has no guest document and no host-made id (boot.envelope_id): nothing names the run")]
     Unnamed,
+    /// A boot without a guest document under an id that is not a
+    /// host-made one.
+    #[error("the boot has no guest document, so its id must be a host-made one ('{HOST_ID_PREFIX}...'), not '{id}'")]
+    NotHostId {
+        /// The id it has.
+        id: String,
+    },
     /// A document of a schema version the results migration cannot read
     /// (newer than this build, or older than its oldest step).
     #[error("the result's schema_version is not one this receiver reads (up to {SCHEMA_VERSION})")]
@@ -498,7 +505,8 @@ fn refusal(e: MigrationError) -> ValidationError {
 }
 
 /// Checks `body` as an upload for run `url_id`: a result document, or a
-/// results file with exactly one boot that has a document; read through
+/// results file with exactly one boot (with a document, or without one
+/// under the host's `host-` id for it); read through
 /// the results schema migration as a results file is; the run id the URL
 /// names.
 pub fn validate(body: Vec<u8>, url_id: &str) -> Result<ValidatedRun, ValidationError> {
@@ -567,16 +575,27 @@ impl Index {
     /// result): the host's id for the boot, its classification as the
     /// status, schema version 0 (no document).
     fn of_docless_boot(boot: BootRecord) -> Result<Index, ValidationError> {
+        let run_id = boot.boot.envelope_id.ok_or(ValidationError::Unnamed)?;
+        // Never a guest's id: the envelope would stand in for its document.
+        if !run_id.starts_with(HOST_ID_PREFIX) {
+            return Err(ValidationError::NotHostId { id: run_id });
+        }
         // The suite is in the image; the cmdline names it only when the
         // run chose one there. Otherwise the listing leaves it blank.
         let suite = loads::suite::split_cmdline(&boot.cmdline)
             .into_iter()
             .find_map(|w| w.strip_prefix("bootbench.suite=").map(str::to_string))
             .unwrap_or_default();
+        // An `ok` boot whose document was lost or unreadable has no result:
+        // not to be listed as if it had one.
+        let status = match boot.boot.classification.as_str() {
+            "ok" => "no_document".to_string(),
+            _ => boot.boot.classification,
+        };
         Ok(Index {
-            run_id: boot.boot.envelope_id.ok_or(ValidationError::Unnamed)?,
+            run_id,
             schema_version: 0,
-            status: boot.boot.classification,
+            status,
             kernel_release: boot.kernel.release.unwrap_or_default(),
             arch: boot.machine.arch,
             suite,
@@ -1135,6 +1154,15 @@ pub(crate) mod tests {
         boot.boot.envelope_id = Some("host-1".into());
         let e = validate(file(&boot).unwrap(), "host-2").unwrap_err().to_string();
         assert!(e.contains("names run 'host-2'") && e.contains("'host-1'"), "{e}");
+        // Never under a guest's id: it would stand in for that run's document.
+        let mut guest_id = boot.clone();
+        guest_id.boot.envelope_id = Some("run-1".into());
+        let e = validate(file(&guest_id).unwrap(), "run-1").unwrap_err();
+        assert!(matches!(e, ValidationError::NotHostId { .. }), "{e:?}");
+        // An `ok` boot whose document was lost is not listed as a result.
+        let mut lost = boot.clone();
+        lost.boot.classification = "ok".into();
+        assert_eq!(validate(file(&lost).unwrap(), "host-1").unwrap().status, "no_document");
         let run = validate(file(&boot).unwrap(), "host-1").unwrap();
         assert_eq!((run.kind, run.schema_version, run.status.as_str()), (RunKind::Envelope, 0, "panic"));
         assert_eq!(
