@@ -147,7 +147,7 @@ pub fn build_all(triples: &[&str]) -> Result<Vec<PathBuf>, InitBuildError> {
             build_packages(INIT_PACKAGE, &group)?;
         }
     }
-    triples.iter().map(|t| build(t)).collect()
+    triples.iter().map(|t| built_binary(INIT_PACKAGE, t)).collect()
 }
 
 /// Builds the trivial init for `triple` the same way as the init, and
@@ -159,6 +159,11 @@ pub fn build_trivial(triple: &str) -> Result<PathBuf, InitBuildError> {
 /// Builds `package` (whose binary has the same name) static for `triple`.
 fn build_package(package: &str, triple: &str) -> Result<PathBuf, InitBuildError> {
     build_packages(package, &[triple])?;
+    built_binary(package, triple)
+}
+
+/// The static binary a build of `package` for `triple` left, checked.
+fn built_binary(package: &str, triple: &str) -> Result<PathBuf, InitBuildError> {
     let bin = target_dir().join(triple).join("release").join(package);
     check_static(&bin)?;
     Ok(bin)
