@@ -20,5 +20,6 @@ pub mod report;
 pub mod results;
 pub mod saved_upload;
 pub mod service;
+pub mod settings;
 pub mod stats;
 pub mod suite_choice;

@@ -61,6 +61,11 @@ pub struct OverheadOptions {
     /// Keep each clock mode's results file in this directory.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
+    /// The kernel cache the default kernel comes from. Not a flag: the
+    /// command line fills it from `$BOOTBENCH_CACHE` or the config file's
+    /// kernel.cache; `None` is [`kernel::default_cache_root`].
+    #[arg(skip)]
+    pub kernel_cache: Option<PathBuf>,
 }
 
 /// Lets clap fill every `bootbench run` option this command does not set
@@ -278,9 +283,10 @@ pub fn measure(args: &OverheadOptions) -> anyhow::Result<(String, bool)> {
         (None, Some(_)) => None,
         (None, None) => {
             let debian = DebianArch::for_target(arch)?;
-            let k = match kernel::cached(debian, &kernel::default_cache_root())? {
+            let root = args.kernel_cache.clone().unwrap_or_else(kernel::default_cache_root);
+            let k = match kernel::cached(debian, &root)? {
                 Some(k) => k,
-                None => kernel::fetch(debian, false, &kernel::default_cache_root())?,
+                None => kernel::fetch(debian, false, &root)?,
             };
             Some(k.modules_dir())
         }
@@ -320,7 +326,10 @@ pub fn measure(args: &OverheadOptions) -> anyhow::Result<(String, bool)> {
         argv.extend(shared_run_argv(args));
         let inputs = startup::StartupInputs {
             arch,
-            run: RunOnly::try_parse_from(&argv).context("internal: run options")?.run,
+            run: RunOptions {
+                kernel_cache: args.kernel_cache.clone(),
+                ..RunOnly::try_parse_from(&argv).context("internal: run options")?.run
+            },
             suite: suite.clone(),
             rounds: args.repeats,
             work_dir: scratch.path().to_path_buf(),
@@ -336,7 +345,10 @@ pub fn measure(args: &OverheadOptions) -> anyhow::Result<(String, bool)> {
         argv.extend(["--iterations".into(), args.iterations.to_string(), "--warmup".into(), args.warmup.to_string()]);
         argv.extend(["--workloads".into(), "fork".into()]);
         argv.extend(shared_run_argv(args));
-        let run_args = RunOnly::try_parse_from(&argv).context("internal: run options")?.run;
+        let run_args = RunOptions {
+            kernel_cache: args.kernel_cache.clone(),
+            ..RunOnly::try_parse_from(&argv).context("internal: run options")?.run
+        };
         let mut figures = Vec::new();
         let mut file = ResultsFile::default();
         let mut accel = String::new();

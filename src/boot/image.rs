@@ -261,14 +261,20 @@ pub fn build(spec: &ImageSpec, output: &Path) -> anyhow::Result<BuiltImage> {
 }
 
 /// The modules tree an image is packed from: the one given, none when no
-/// module is asked for, or else the cached Debian kernel's of `arch`.
-pub fn modules_dir_for(arch: Arch, given: Option<&Path>, needs_modules: bool) -> anyhow::Result<Option<PathBuf>> {
+/// module is asked for, or else the Debian kernel's of `arch` cached under
+/// `cache_root`.
+pub fn modules_dir_for(
+    arch: Arch,
+    given: Option<&Path>,
+    needs_modules: bool,
+    cache_root: &Path,
+) -> anyhow::Result<Option<PathBuf>> {
     match (given, needs_modules) {
         (Some(d), _) => Ok(Some(d.to_path_buf())),
         (None, false) => Ok(None),
         (None, true) => {
             let debian = DebianArch::for_target(arch)?;
-            let k = kernel::cached(debian, &kernel::default_cache_root())?.with_context(|| {
+            let k = kernel::cached(debian, cache_root)?.with_context(|| {
                 format!(
                     "--modules and --early-modules need a modules tree: give --modules-dir, or run `bootbench kernel fetch --arch {arch}`"
                 )
@@ -300,10 +306,15 @@ mod tests {
     #[test]
     fn the_modules_tree_is_the_given_one_none_or_the_cached_kernels() {
         let given = Path::new("/some/lib/modules/6.1");
-        assert_eq!(modules_dir_for(Arch::X86_64, Some(given), true).unwrap().as_deref(), Some(given));
-        assert_eq!(modules_dir_for(Arch::Ppc64, None, false).unwrap(), None, "no module asked for: no tree needed");
+        let cache = Path::new("/nonexistent/cache");
+        assert_eq!(modules_dir_for(Arch::X86_64, Some(given), true, cache).unwrap().as_deref(), Some(given));
+        assert_eq!(
+            modules_dir_for(Arch::Ppc64, None, false, cache).unwrap(),
+            None,
+            "no module asked for: no tree needed"
+        );
         // Debian ships no big-endian ppc64 kernel, so there is no cached tree.
-        let e = modules_dir_for(Arch::Ppc64, None, true).unwrap_err().to_string();
+        let e = modules_dir_for(Arch::Ppc64, None, true, cache).unwrap_err().to_string();
         assert!(e.contains("no big-endian ppc64 kernel"), "{e}");
     }
 

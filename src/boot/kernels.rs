@@ -102,7 +102,7 @@ pub(crate) fn resolve_kernels(args: &RunOptions, arch: Arch) -> anyhow::Result<V
             })
             .collect();
     }
-    let root = kernel::default_cache_root();
+    let root = args.kernel_cache_root();
     if arch.profile().debian_arch.is_none() {
         // Debian has no kernel for this arch (big-endian ppc64): boot the
         // one `bootbench kernel build` installed into the cache.

@@ -4,6 +4,7 @@
 //! `--variant`). It derives clap's `Args` so that each command flattens the
 //! same flags; nothing here runs anything.
 
+use crate::kernel;
 use anyhow::{bail, Context};
 use std::path::PathBuf;
 
@@ -55,15 +56,18 @@ pub struct RunOptions {
     #[arg(long, default_value_t = 1)]
     pub boots: u32,
     /// vCPUs [default: 2, or 1 with --clock icount, where a second vCPU
-    /// makes boots differ: fork's rate 0.35% across boots instead of 0.01%].
+    /// makes boots differ: fork's rate 0.35% across boots instead of 0.01%;
+    /// the config file's machine.smp when set].
     #[arg(long)]
     pub smp: Option<u32>,
     /// Guest memory, e.g. 1G, 512M (a bare number is MiB), or auto: 1G,
     /// or what the suite's kernel builds need when that is more. A size
-    /// too small for them is refused before booting.
+    /// too small for them is refused before booting. The config file's
+    /// machine.mem, when set, replaces the default.
     #[arg(long, default_value = DEFAULT_MEM)]
     pub mem: String,
-    /// QEMU CPU model (default: the arch profile's).
+    /// QEMU CPU model (default: the config file's machine.cpu, else the
+    /// arch profile's).
     #[arg(long)]
     pub cpu: Option<String>,
     /// Extra kernel cmdline words (validated; a key given twice is an error).
@@ -79,7 +83,8 @@ pub struct RunOptions {
     /// `--variant base= --variant nosmt=nosmt`.
     #[arg(long = "variant", value_name = "LABEL=WORDS")]
     pub variants: Vec<String>,
-    /// Accelerator: auto (KVM only where it really works), kvm or tcg.
+    /// Accelerator: auto (KVM only where it really works), kvm or tcg. The
+    /// config file's machine.accel, when set, replaces the default.
     #[arg(long, default_value = "auto")]
     pub accel: String,
     /// Guest clock: real, or icount[:SHIFT] (instruction counting: measures
@@ -121,23 +126,28 @@ pub struct RunOptions {
     pub serve_db: Option<PathBuf>,
     /// Have the guest upload to this receiver (as the guest sees it: the
     /// host's 127.0.0.1 is 10.0.2.2); the host also uploads each boot's
-    /// envelope there.
+    /// envelope there. Default: the config file's upload.url.
     #[arg(long)]
     pub upload_url: Option<String>,
+    /// Do not upload, even to the config file's upload.url.
+    #[arg(long, conflicts_with = "upload_url")]
+    pub no_upload: bool,
     /// The bearer token for --upload-url. It reaches the guest in a
     /// secrets segment of the initramfs, never on the kernel cmdline; but
     /// on this host's command line `ps` shows it: prefer
     /// --upload-token-file.
-    #[arg(long, requires = "upload_url", conflicts_with = "upload_token_file")]
+    #[arg(long, conflicts_with = "upload_token_file")]
     pub upload_token: Option<String>,
     /// Read the bearer token for --upload-url from this file (its first
-    /// line; the file must not be readable by group or others).
-    #[arg(long, requires = "upload_url")]
+    /// line; the file must not be readable by group or others). Default:
+    /// the config file's upload.token_file.
+    #[arg(long)]
     pub upload_token_file: Option<PathBuf>,
     /// Extra certificate authorities (PEM) the guest trusts for an https
     /// --upload-url, besides the bundled public roots: a lab's own CA.
-    /// Packed in the secrets segment.
-    #[arg(long, requires = "upload_url")]
+    /// Packed in the secrets segment. Default: the config file's
+    /// upload.ca_file.
+    #[arg(long)]
     pub upload_ca_file: Option<PathBuf>,
     /// Boot order with several kernels: interleaved (A B A B ...),
     /// sequential (A A ... B B ...) or random (each round in a random order).
@@ -176,6 +186,11 @@ pub struct RunOptions {
     /// in host time, so it cannot be combined with --clock icount.
     #[arg(long, value_name = "BPS[,IOPS]")]
     pub disk_throttle: Option<String>,
+    /// The kernel cache the default kernel comes from. Not a flag: the
+    /// command line fills it from `$BOOTBENCH_CACHE` or the config file's
+    /// kernel.cache; `None` is [`kernel::default_cache_root`].
+    #[arg(skip)]
+    pub kernel_cache: Option<PathBuf>,
 }
 
 /// The guest memory asked for with `--mem`.
@@ -273,6 +288,11 @@ impl RunOptions {
     /// The vCPUs each boot gets (see [`smp_for`]).
     pub fn smp(&self) -> u32 {
         smp_for(self.smp, &self.clock, &self.accel)
+    }
+
+    /// The kernel cache root (see [`RunOptions::kernel_cache`]).
+    pub fn kernel_cache_root(&self) -> PathBuf {
+        self.kernel_cache.clone().unwrap_or_else(kernel::default_cache_root)
     }
 }
 

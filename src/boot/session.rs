@@ -231,6 +231,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
     if args.boots == 0 {
         bail!("--boots must be at least 1");
     }
+    check_upload_flags(args)?;
     let mem_choice = MemChoice::parse(&args.mem).context("--mem")?;
     let clock: Clock = args.clock.parse()?;
     let request: AccelRequest = args.accel.parse()?;
@@ -538,6 +539,22 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
     Ok(file)
 }
 
+/// Refuses an upload flag without a receiver to go with: the rule clap's
+/// `requires` kept before the URL could come from the config file.
+fn check_upload_flags(args: &RunOptions) -> anyhow::Result<()> {
+    let lone = [
+        ("--upload-token", args.upload_token.is_some()),
+        ("--upload-token-file", args.upload_token_file.is_some()),
+        ("--upload-ca-file", args.upload_ca_file.is_some()),
+    ];
+    match lone.iter().find(|(_, given)| *given) {
+        Some((flag, _)) if args.upload_url.is_none() => {
+            bail!("{flag} needs a receiver: give --upload-url, or set upload.url in the config file")
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The run's upload arrangement: a receiver of its own (`--serve`), one
 /// elsewhere (`--upload-url` with its token), or none.
 fn upload_arrangement(args: &RunOptions, work: &Path) -> anyhow::Result<Option<RunUpload>> {
@@ -549,7 +566,7 @@ fn upload_arrangement(args: &RunOptions, work: &Path) -> anyhow::Result<Option<R
     let token = match (&args.upload_token, &args.upload_token_file) {
         (Some(t), _) => TokenSource::Given(t),
         (None, Some(f)) => TokenSource::File(f),
-        (None, None) => bail!("--upload-url {url} needs the receiver's token: give --upload-token-file FILE"),
+        (None, None) => bail!("--upload-url {url} needs the receiver's token: give --upload-token-file FILE (or set upload.token_file in the config file)"),
     };
     Ok(Some(RunUpload::elsewhere(url, token, ca)?))
 }
@@ -768,6 +785,32 @@ mod tests {
                 "bootbench.workloads=fork,kernbench"
             ]
         );
+    }
+
+    #[test]
+    fn an_upload_flag_without_a_receiver_is_refused_before_booting() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Argv {
+            #[command(flatten)]
+            args: RunOptions,
+        }
+        let check = |extra: &[&str]| {
+            let argv = ["run"].iter().chain(extra).copied();
+            check_upload_flags(&Argv::try_parse_from(argv).unwrap().args).map_err(|e| e.to_string())
+        };
+        for flag in ["--upload-token", "--upload-token-file", "--upload-ca-file"] {
+            let e = check(&[flag, "x"]).unwrap_err();
+            assert!(e.starts_with(&format!("{flag} needs a receiver")) && e.contains("upload.url"), "{e}");
+            let e = check(&["--serve", flag, "x"]).unwrap_err();
+            assert!(e.starts_with(&format!("{flag} needs a receiver")), "--serve is no receiver for it: {e}");
+            assert_eq!(check(&["--upload-url", "http://10.0.2.2:8080", flag, "x"]), Ok(()));
+        }
+        assert_eq!(check(&[]), Ok(()));
+        // The run fails on it before anything is built or booted.
+        let argv = ["run", "--kernel", "/nonexistent/vmlinuz", "--upload-token-file", "/t"];
+        let e = run_boots(&Argv::try_parse_from(argv).unwrap().args).unwrap_err().to_string();
+        assert!(e.contains("needs a receiver"), "{e}");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use super::bisect::{EXIT_ABORT, EXIT_SKIP};
 use crate::bisect::git_run::{self, BisectRunArgs};
 use crate::bisect::state::Verdict;
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;
 
 /// Runs `bootbench bisect-run` with its raw arguments. Never fails: every
@@ -12,8 +12,21 @@ use std::process::ExitCode;
 /// plain failure status would read as "bad").
 pub fn bisect_run(raw: &[String]) -> ExitCode {
     let argv = std::iter::once("bootbench bisect-run".to_string()).chain(raw.iter().cloned());
-    let args = match BisectRunArgs::try_parse_from(argv) {
-        Ok(a) => a,
+    let parsed = BisectRunArgs::command()
+        .try_get_matches_from(argv)
+        .and_then(|m| BisectRunArgs::from_arg_matches(&m).map(|a| (a, m)));
+    let args = match parsed {
+        Ok((mut a, m)) => match crate::settings::Settings::load_default() {
+            Ok(s) => {
+                // The machine flags it was not given come from the config file.
+                s.apply_to_bisect_boot(&mut a.boot, &m);
+                a
+            }
+            Err(e) => {
+                eprintln!("bootbench bisect-run: error (aborting git bisect): {:#}", anyhow::Error::from(e));
+                return ExitCode::from(EXIT_ABORT);
+            }
+        },
         Err(e) => {
             let _ = e.print();
             return match e.kind() {

@@ -38,6 +38,10 @@ pub struct ImageArgs {
     /// Output file.
     #[arg(short, long)]
     pub output: PathBuf,
+    /// The kernel cache the default modules tree comes from. Not a flag:
+    /// `$BOOTBENCH_CACHE` or the config file's kernel.cache fill it.
+    #[arg(skip)]
+    pub kernel_cache: Option<PathBuf>,
 }
 
 /// Runs `bootbench image`.
@@ -45,7 +49,8 @@ pub fn run(args: &ImageArgs) -> anyhow::Result<ExitCode> {
     let arch: Arch = args.arch.parse()?;
     let compression: Compression = args.compression.parse()?;
     let needs_modules = !(args.modules.is_empty() && args.early_modules.is_empty());
-    let modules_dir = boot_image::modules_dir_for(arch, args.modules_dir.as_deref(), needs_modules)?;
+    let cache_root = args.kernel_cache.clone().unwrap_or_else(crate::kernel::default_cache_root);
+    let modules_dir = boot_image::modules_dir_for(arch, args.modules_dir.as_deref(), needs_modules, &cache_root)?;
     let spec = ImageSpec {
         arch,
         suite: load_suite(&args.suite, arch.name())?,

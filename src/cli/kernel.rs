@@ -19,7 +19,8 @@ pub enum KernelCommand {
         /// Fetch the newest kernel even if one is cached, and make it the default.
         #[arg(long)]
         update: bool,
-        /// Cache directory (default: $BOOTBENCH_CACHE or ~/.cache/bootbench/kernels).
+        /// Cache directory (default: $BOOTBENCH_CACHE, else the config file's
+        /// kernel.cache, else ~/.cache/bootbench/kernels).
         #[arg(long)]
         cache: Option<PathBuf>,
     },
@@ -37,7 +38,8 @@ pub enum KernelCommand {
         /// The source package.
         #[arg(long, default_value = source::DEFAULT_PACKAGE)]
         package: String,
-        /// Cache directory (default: $BOOTBENCH_CACHE or ~/.cache/bootbench/kernels).
+        /// Cache directory (default: $BOOTBENCH_CACHE, else the config file's
+        /// kernel.cache, else ~/.cache/bootbench/kernels).
         #[arg(long)]
         cache: Option<PathBuf>,
     },
@@ -65,7 +67,8 @@ pub enum KernelCommand {
         /// Another Kconfig fragment to merge after the appliance's (repeatable).
         #[arg(long = "fragment")]
         fragments: Vec<PathBuf>,
-        /// Cache directory (default: $BOOTBENCH_CACHE or ~/.cache/bootbench/kernels).
+        /// Cache directory (default: $BOOTBENCH_CACHE, else the config file's
+        /// kernel.cache, else ~/.cache/bootbench/kernels).
         #[arg(long)]
         cache: Option<PathBuf>,
     },
@@ -82,7 +85,8 @@ pub enum KernelCommand {
         /// List the options that are fine too.
         #[arg(long)]
         all: bool,
-        /// Cache directory, for the default kernel.
+        /// Cache directory, for the default kernel (default: as for `kernel
+        /// fetch`).
         #[arg(long)]
         cache: Option<PathBuf>,
     },

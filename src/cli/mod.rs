@@ -7,6 +7,7 @@ pub mod bisect_run;
 pub mod bisect_sim;
 pub mod calibrate;
 pub mod compare;
+pub mod config;
 pub mod contest_report;
 pub mod image;
 pub mod kernel;
@@ -23,7 +24,7 @@ use crate::bisect::session::BisectArgs;
 use crate::boot::options::RunOptions;
 use crate::nbench_compat::NbenchCompatOptions;
 use crate::overhead::OverheadOptions;
-use clap::{Parser, Subcommand};
+use clap::{ArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -90,6 +91,38 @@ pub enum Command {
         /// The results file.
         file: PathBuf,
     },
+    /// The config file (what a lab sets once: the receiver, the kernel
+    /// cache, the machine): its path, and the values in effect.
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
+}
+
+/// Fills the options of the command in `cli` (parsed from `m`) from the
+/// config file where its command line left them out. Commands that take
+/// nothing from the file do not read it.
+pub fn apply_config(cli: &mut Cli, m: &ArgMatches) -> anyhow::Result<()> {
+    let sub = m.subcommand().map_or(m, |(_, s)| s);
+    let settings = crate::settings::Settings::load_default;
+    match &mut cli.command {
+        Command::Run(a) => settings()?.apply_to_run(a, sub, config::env),
+        Command::Calibrate(a) => settings()?.apply_to_run(&mut a.run, sub, config::env),
+        Command::Bisect(a) => settings()?.apply_to_bisect_boot(&mut a.boot, sub),
+        Command::Upload(a) => {
+            settings()?.fill_upload(&mut a.url, a.token.is_some(), &mut a.token_file, &mut a.ca_file);
+        }
+        Command::Image(a) => a.kernel_cache = Some(settings()?.kernel_cache(None, config::env)),
+        Command::Overhead(a) => a.kernel_cache = Some(settings()?.kernel_cache(None, config::env)),
+        Command::Kernel(k) => {
+            use kernel::KernelCommand as K;
+            if let K::Fetch { cache, .. } | K::Source { cache, .. } | K::Build { cache, .. } | K::Check { cache, .. } =
+                k
+            {
+                *cache = Some(settings()?.kernel_cache(cache.take(), config::env));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Runs the subcommand `cli` names: its exit status, or an error for the
@@ -112,5 +145,6 @@ pub fn dispatch(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(a) => serve::run(a),
         Command::Upload(a) => upload::run(a),
         Command::Report { file } => report::run(file),
+        Command::Config(c) => config::run(c),
     }
 }

@@ -16,12 +16,14 @@ pub struct UploadArgs {
     /// A results file written by `bootbench run -o`, or one result document.
     pub file: PathBuf,
     /// The receiver's base URL, e.g. http://lab:8080 (runs go to URL/runs/ID).
+    /// Default: the config file's upload.url.
     #[arg(long)]
-    pub url: String,
+    pub url: Option<String>,
     /// The receiver's bearer token.
-    #[arg(long, required_unless_present = "token_file", conflicts_with = "token_file")]
+    #[arg(long, conflicts_with = "token_file")]
     pub token: Option<String>,
-    /// Read the token from this file (its first line).
+    /// Read the token from this file (its first line). Default: the config
+    /// file's upload.token_file.
     #[arg(long)]
     pub token_file: Option<PathBuf>,
     /// Attempts per run, the first included.
@@ -32,15 +34,19 @@ pub struct UploadArgs {
     pub timeout: u64,
     /// Also trust the certificate authorities in this PEM file for https
     /// (a lab's own CA, e.g. the one that signed `serve --tls-cert`).
+    /// Default: the config file's upload.ca_file.
     #[arg(long, value_name = "PEM")]
     pub ca_file: Option<PathBuf>,
 }
 
 /// Runs `bootbench upload`: exit 0 when every run is on the receiver.
 pub fn run(args: &UploadArgs) -> anyhow::Result<ExitCode> {
+    let Some(url) = &args.url else {
+        anyhow::bail!("no receiver: give --url, or set upload.url in the config file (`bootbench config path`)");
+    };
     let token = read_token(args.token.as_deref(), args.token_file.as_deref())?;
     let to = Destination {
-        url: &args.url,
+        url,
         token: &token,
         attempts: args.attempts,
         timeout_s: args.timeout,
@@ -48,7 +54,7 @@ pub fn run(args: &UploadArgs) -> anyhow::Result<ExitCode> {
     };
     let (failed, sent) = send_saved(&args.file, &to)?;
     if failed > 0 {
-        eprintln!("upload: {failed} of {sent} run(s) not delivered to {}", args.url);
+        eprintln!("upload: {failed} of {sent} run(s) not delivered to {url}");
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)

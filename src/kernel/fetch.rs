@@ -124,7 +124,9 @@ pub fn default_cache_root() -> PathBuf {
     cache_root_from(|name| std::env::var_os(name))
 }
 
-fn cache_root_from(env: impl Fn(&str) -> Option<OsString>) -> PathBuf {
+/// [`default_cache_root`] with the environment read through `env` (the
+/// config file's view of it, and tests).
+pub fn cache_root_from(env: impl Fn(&str) -> Option<OsString>) -> PathBuf {
     let set = |name| env(name).filter(|v| !v.is_empty()).map(PathBuf::from);
     if let Some(root) = set(CACHE_ENV) {
         return root;

@@ -35,6 +35,8 @@ pub const HOST_LAYERS: &[(&str, &[&str])] = &[
     ("overhead", &["results", "kernel", "suite_choice", "boot"]),
     ("bisect", &["results", "kernel", "suite_choice", "boot", "stats", "interrupt"]),
     ("group_inputs", &["results", "compare", "report", "service"]),
+    // The config file: fills the option structs of the commands above.
+    ("settings", &["boot", "kernel", "bisect"]),
     // The command line.
     ("cli", &["*"]),
 ];
