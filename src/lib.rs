@@ -22,3 +22,4 @@ pub mod saved_upload;
 pub mod service;
 pub mod stats;
 pub mod suite_choice;
+pub mod terminal;

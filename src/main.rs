@@ -2,7 +2,6 @@
 //! the initramfs, boots kernels in QEMU, runs the suite locally, and prints
 //! what it measured. The commands are [`bootbench::cli`]'s.
 
-use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -12,7 +11,11 @@ fn main() -> ExitCode {
     if let Some(code) = loads::applets::main(&argv) {
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
-    let cli = bootbench::cli::Cli::parse();
+    let (cli, name) = bootbench::cli::Cli::parse_with_name();
+    if let Err(e) = bootbench::terminal::init(&name, cli.verbosity.log_level_filter()) {
+        eprintln!("bootbench: error: {e}");
+        return ExitCode::FAILURE;
+    }
     let done = bootbench::cli::dispatch(&cli);
     // After a Ctrl-C the watcher ends the process with 130, once its
     // cleanups are done; an error that the interrupt caused is not ours.

@@ -123,7 +123,7 @@ pub(crate) fn resolve_kernels(args: &RunOptions, arch: Arch) -> anyhow::Result<V
             k
         }
         None => {
-            eprintln!("run: no cached {debian} kernel; fetching the default one");
+            log::info!("no cached {debian} kernel; fetching the default one");
             kernel::fetch(debian, false, &root)?
         }
     };

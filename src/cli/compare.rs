@@ -71,6 +71,6 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let only = (!args.workloads.is_empty()).then_some(args.workloads.as_slice());
     let report = compare::compare(&baseline, &inputs, settings, only, args.skip_incomplete_boots)?;
     let body = options::render(&report, format)?;
-    deliver("compare", &body, &report.warnings, format != Format::Text, args.output.as_deref())?;
+    deliver(&body, &report.warnings, format != Format::Text, args.output.as_deref())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -548,3 +548,15 @@ fn over_a_negative_baseline_a_fall_is_a_fall() {
     assert!(c.change_pct < -9.0 && lo < hi && hi < 0.0, "{c:?}");
     assert_eq!(c.verdict, Verdict::Worse, "{c:?}");
 }
+
+/// A `bootbench local` document compared with a guest's boot: the accel
+/// difference is warned about, as any machine difference is.
+#[test]
+fn a_host_run_beside_a_guest_run_is_warned_about_its_accel() {
+    use crate::results::migration::{host_run_record, HOST_ACCEL};
+    let host = host_run_record(loads::runner::begin_document("local-1", None, None), None);
+    let mut guest = host.clone();
+    guest.machine.accel = "tcg".into();
+    let warned = super::compat::environment_warnings(&[("host", &[host][..]), ("guest", &[guest][..])]);
+    assert!(warned.iter().any(|w| w.contains("accel") && w.contains(HOST_ACCEL) && w.contains("tcg")), "{warned:?}");
+}

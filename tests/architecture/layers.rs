@@ -18,7 +18,9 @@ pub const HOST_LAYERS: &[(&str, &[&str])] = &[
     ("suite_choice", &[]),
     ("apt_sources", &[]),
     ("interrupt", &[]),
-    ("kernel", &["apt_sources"]),
+    // What the commands say on stderr: log lines and progress bars.
+    ("terminal", &[]),
+    ("kernel", &["apt_sources", "terminal"]),
     ("pack", &["apt_sources", "results"]),
     ("local", &["results", "pack", "interrupt"]),
     ("saved_upload", &["results"]),
@@ -29,11 +31,11 @@ pub const HOST_LAYERS: &[(&str, &[&str])] = &[
     ("report", &["results", "stats", "compare"]),
     ("nbench_compat", &["stats"]),
     // Booting kernels.
-    ("boot", &["results", "kernel", "suite_choice", "service", "pack", "interrupt"]),
+    ("boot", &["results", "kernel", "suite_choice", "service", "pack", "interrupt", "terminal"]),
     // What is built on booting and on the statistics.
     ("calibration", &["results", "stats", "compare", "boot"]),
     ("overhead", &["results", "kernel", "suite_choice", "boot"]),
-    ("bisect", &["results", "kernel", "suite_choice", "boot", "stats", "interrupt"]),
+    ("bisect", &["results", "kernel", "suite_choice", "boot", "stats", "interrupt", "terminal"]),
     ("group_inputs", &["results", "compare", "report", "service"]),
     // The command line.
     ("cli", &["*"]),
