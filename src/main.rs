@@ -13,6 +13,7 @@ fn main() -> ExitCode {
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     let cli = bootbench::cli::Cli::parse();
+    bootbench::terminal_table::fit_to_stdout();
     let done = bootbench::cli::dispatch(&cli);
     // After a Ctrl-C the watcher ends the process with 130, once its
     // cleanups are done; an error that the interrupt caused is not ours.

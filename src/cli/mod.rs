@@ -24,7 +24,6 @@ use crate::boot::options::RunOptions;
 use crate::nbench_compat::NbenchCompatOptions;
 use crate::overhead::OverheadOptions;
 use clap::{Parser, Subcommand};
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Bootable benchmark appliance for Linux kernels.
@@ -85,11 +84,9 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// Upload saved results (a results file or one document) to a receiver.
     Upload(upload::UploadArgs),
-    /// Print the table of a results file written by `bootbench run -o`.
-    Report {
-        /// The results file.
-        file: PathBuf,
-    },
+    /// Print the table of a results file written by `bootbench run -o`,
+    /// or its page of per-iteration plots and system counters.
+    Report(report::ReportArgs),
 }
 
 /// Runs the subcommand `cli` names: its exit status, or an error for the
@@ -111,6 +108,6 @@ pub fn dispatch(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Calibrate(a) => calibrate::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Upload(a) => upload::run(a),
-        Command::Report { file } => report::run(file),
+        Command::Report(a) => report::run(a),
     }
 }
