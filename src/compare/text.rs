@@ -1,7 +1,8 @@
 //! The plain-text comparison: the layout of the LKML reports bootbench
 //! reproduces (per workload, each kernel's metrics as % of the baseline ±
-//! the standard deviation in % of the baseline, baseline last at 100.00),
-//! followed by the table of changes with intervals, p-values and verdicts.
+//! the standard deviation in % of the baseline, baseline last at 100.00)
+//! and each boot's mean as a strip of eighth blocks, followed by the table
+//! of changes with intervals, p-values and verdicts.
 //! Formatting only.
 
 use super::{Change, MetricReport, Report};
@@ -125,7 +126,7 @@ fn boot_strips(r: &Report, metrics: &[&MetricReport]) -> String {
     if lines.is_empty() {
         return String::new();
     }
-    format!("Per boot, in boot order (lowest ▁ to highest █ of each metric):\n{}\n", lines.join("\n"))
+    format!("\nPer boot, in boot order (lowest ▁ to highest █ of each metric):\n{}\n", lines.join("\n"))
 }
 
 /// The report as text.
