@@ -16,6 +16,7 @@ fn main() -> ExitCode {
         eprintln!("bootbench: error: {e}");
         return ExitCode::FAILURE;
     }
+    bootbench::terminal_table::fit_to_stdout();
     let done = bootbench::cli::dispatch(&cli);
     // After a Ctrl-C the watcher ends the process with 130, once its
     // cleanups are done; an error that the interrupt caused is not ours.

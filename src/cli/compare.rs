@@ -61,6 +61,9 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let format: Format = args.format.parse()?;
+    if args.output.is_some() {
+        crate::terminal_table::never_wrap();
+    }
     let settings = Settings {
         threshold_pct: parse_threshold(&args.threshold)?,
         confidence: parse_confidence(&args.confidence)?,

@@ -25,7 +25,6 @@ use crate::boot::options::RunOptions;
 use crate::nbench_compat::NbenchCompatOptions;
 use crate::overhead::OverheadOptions;
 use clap::{Parser, Subcommand};
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Bootable benchmark appliance for Linux kernels.
@@ -113,11 +112,9 @@ pub enum Command {
     Completions(shell::CompletionsArgs),
     /// Write the manual pages (`bootbench.1`, `bootbench-run.1`, ...) into a directory.
     Man(shell::ManArgs),
-    /// Print the table of a results file written by `bootbench run -o`.
-    Report {
-        /// The results file.
-        file: PathBuf,
-    },
+    /// Print the table of a results file written by `bootbench run -o`,
+    /// or its page of per-iteration plots and system counters.
+    Report(report::ReportArgs),
 }
 
 /// Runs the subcommand `cli` names: its exit status, or an error for the
@@ -141,6 +138,6 @@ pub fn dispatch(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Upload(a) => upload::run(a),
         Command::Completions(a) => shell::completions(a, <Cli as clap::CommandFactory>::command()),
         Command::Man(a) => shell::man(a, <Cli as clap::CommandFactory>::command()),
-        Command::Report { file } => report::run(file),
+        Command::Report(a) => report::run(a),
     }
 }

@@ -15,6 +15,8 @@ pub const HOST_LAYERS: &[(&str, &[&str])] = &[
     // The bottom: data and pure computations.
     ("results", &[]),
     ("stats", &[]),
+    ("terminal_table", &[]),
+    ("html_page", &[]),
     ("suite_choice", &[]),
     ("apt_sources", &[]),
     ("interrupt", &[]),
@@ -27,13 +29,13 @@ pub const HOST_LAYERS: &[(&str, &[&str])] = &[
     // The results service, the top of its own corner.
     ("service", &["results"]),
     // Statistics over results, and reports.
-    ("compare", &["results", "stats"]),
-    ("report", &["results", "stats", "compare"]),
+    ("compare", &["results", "stats", "terminal_table", "html_page"]),
+    ("report", &["results", "stats", "compare", "terminal_table", "html_page"]),
     ("nbench_compat", &["stats"]),
     // Booting kernels.
     ("boot", &["results", "kernel", "suite_choice", "service", "pack", "interrupt", "terminal"]),
     // What is built on booting and on the statistics.
-    ("calibration", &["results", "stats", "compare", "boot"]),
+    ("calibration", &["results", "stats", "compare", "boot", "terminal_table"]),
     ("overhead", &["results", "kernel", "suite_choice", "boot"]),
     ("bisect", &["results", "kernel", "suite_choice", "boot", "stats", "interrupt", "terminal"]),
     ("group_inputs", &["results", "compare", "report", "service"]),
