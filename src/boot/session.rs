@@ -6,7 +6,7 @@
 //! exits 130 (see [`crate::interrupt`]).
 
 use crate::boot::image::{self as boot_image, ImageSpec, RESULT_PORT_MODULES};
-use crate::boot::kernels::{resolve_kernels, KernelUnderTest};
+use crate::boot::kernels::{resolve_kernels, run_arch, KernelUnderTest};
 use crate::boot::options::{group_label, parse_variants, MemChoice, RunOptions, Variant, BASE_MEM_MIB};
 use crate::boot::run_upload::{RunUpload, TokenSource};
 use crate::results::{
@@ -56,10 +56,10 @@ fn prepare_image(
         };
         return Ok(PreparedImage { built, port: !args.no_port });
     }
-    let (modules, port) = match (args.no_port, k.virtio_console(), &k.modules_dir) {
+    let (modules, port) = match (args.no_port, k.virtio_console(), k.modules_known()) {
         (true, _, _) => (Vec::new(), false),
         (false, Some('y'), _) => (Vec::new(), true),
-        (false, Some('m'), Some(_)) => (RESULT_PORT_MODULES.iter().map(|s| s.to_string()).collect(), true),
+        (false, Some('m'), true) => (RESULT_PORT_MODULES.iter().map(|s| s.to_string()).collect(), true),
         (false, state, _) => {
             log::info!(
                 "no results port for {}: virtio_console is {} (console only)",
@@ -74,16 +74,33 @@ fn prepare_image(
         }
     };
     let modules = if args.serve || args.upload_url.is_some() {
-        crate::boot::run_upload::image_modules(k.config.as_deref(), k.modules_dir.is_some(), modules)?
+        crate::boot::run_upload::image_modules(k.config.as_deref(), k.modules_known(), modules)?
     } else {
         modules
+    };
+    let modules_dir = match (&k.tree, &k.modules_dir) {
+        (Some(tree), None) if tree.modular && !(modules.is_empty() && early_modules.is_empty()) => {
+            // Installed into the run's scratch directory: gone with the
+            // run, and on Ctrl-C with the rest of it.
+            let root = dir.join(format!("modules-{}", &k.image_sha256[..12]));
+            let names: Vec<&str> = early_modules.iter().chain(&modules).map(String::as_str).collect();
+            let installed = tree.install_modules(&names, &root)?;
+            eprintln!(
+                "run: kernel tree {}: installed modules {} into {}",
+                tree.dir.display(),
+                installed.modules.join(","),
+                installed.modules_dir.display()
+            );
+            Some(installed.modules_dir)
+        }
+        _ => k.modules_dir.clone(),
     };
     let spec = ImageSpec {
         arch,
         suite: suite.clone(),
         modules,
         early_modules: early_modules.to_vec(),
-        modules_dir: k.modules_dir.clone(),
+        modules_dir,
         init: None,
         // A plain archive starts the guest soonest (measured by `bootbench
         // overhead`), and every kernel unpacks it.
@@ -228,7 +245,7 @@ fn guest_memory(
 /// The boots of `bootbench run`, without printing the table: the results
 /// (also written to `args.output` after every boot, when given).
 pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
-    let arch: Arch = args.arch.parse()?;
+    let arch = run_arch(args)?;
     if args.boots == 0 {
         bail!("--boots must be at least 1");
     }
@@ -308,7 +325,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
             crate::boot::scratch_disk::for_kernel(
                 &storage,
                 config.as_ref(),
-                k.modules_dir.is_some() || args.initramfs.is_some(),
+                k.modules_known() || args.initramfs.is_some(),
             )
         })
         .collect::<Result<Vec<_>, _>>()?;
