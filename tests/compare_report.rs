@@ -199,21 +199,7 @@ fn html_report_renders_in_headless_chromium() {
     let profile = tempfile::tempdir().unwrap();
     let shot = dir.path().join("report.png");
     let url = format!("file://{}", html.display());
-    let chromium = |extra: &[&str]| {
-        let mut c = Command::new("chromium");
-        c.args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            &format!("--user-data-dir={}", profile.path().display()),
-        ]);
-        c.args(extra).arg(&url);
-        c.output().expect("run chromium")
-    };
+    let chromium = |extra: &[&str]| headless_chromium(profile.path(), &url, extra);
     let dom = chromium(&["--dump-dom"]);
     assert!(dom.status.success(), "chromium --dump-dom failed: {}", String::from_utf8_lossy(&dom.stderr));
     let dom = String::from_utf8_lossy(&dom.stdout).into_owned();
@@ -225,12 +211,7 @@ fn html_report_renders_in_headless_chromium() {
     for section in ["m-fork-fork_rate", "m-fork-fork_latency"] {
         assert!(dom.contains(&format!("id=\"{section}\"")), "{section} missing");
     }
-    let svg_texts: Vec<String> = dom
-        .split("<text")
-        .skip(1)
-        .filter_map(|t| t.split_once('>'))
-        .map(|(_, rest)| rest.split("</text>").next().unwrap_or("").trim().to_string())
-        .collect();
+    let svg_texts = svg_texts(&dom);
     assert!(svg_texts.iter().any(|t| t == "fork fork_rate: change against the baseline (%)"), "{svg_texts:?}");
     assert!(
         svg_texts.iter().any(|t| t == "fork fork_rate: values per iteration and per boot (forks/s)"),
@@ -307,21 +288,7 @@ fn report_html_renders_in_headless_chromium() {
         .map(PathBuf::from)
         .unwrap_or_else(|| dir.path().join("report.png"));
     let url = format!("file://{}", html.display());
-    let chromium = |extra: &[&str]| {
-        let mut c = Command::new("chromium");
-        c.args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            &format!("--user-data-dir={}", profile.path().display()),
-        ]);
-        c.args(extra).arg(&url);
-        c.output().expect("run chromium")
-    };
+    let chromium = |extra: &[&str]| headless_chromium(profile.path(), &url, extra);
     let dom = chromium(&["--dump-dom"]);
     assert!(dom.status.success(), "chromium --dump-dom failed: {}", String::from_utf8_lossy(&dom.stderr));
     let dom = String::from_utf8_lossy(&dom.stdout).into_owned();
@@ -334,12 +301,7 @@ fn report_html_renders_in_headless_chromium() {
     for section in ["k1-fork-fork_rate", "k1-fork-fork_latency"] {
         assert!(dom.contains(&format!("id=\"{section}\"")), "{section} missing");
     }
-    let svg_texts: Vec<String> = dom
-        .split("<text")
-        .skip(1)
-        .filter_map(|t| t.split_once('>'))
-        .map(|(_, rest)| rest.split("</text>").next().unwrap_or("").trim().to_string())
-        .collect();
+    let svg_texts = svg_texts(&dom);
     assert!(svg_texts.iter().any(|t| t == "fork fork_rate per iteration (forks/s)"), "{svg_texts:?}");
     assert!(svg_texts.iter().any(|t| t == "boot 2"), "legend: {svg_texts:?}");
     // It renders to pixels, not a blank page.
@@ -379,4 +341,31 @@ fn statistics_match_live_scipy() {
     let cp = proportion::clopper_pearson(7, 400, 0.05).unwrap();
     assert!((cp.lo - nums[5]).abs() < 1e-9 && (cp.hi - nums[6]).abs() < 1e-9, "{cp:?} vs {nums:?}");
     assert!((power::power_of_t_test(2.2, 18.0, 0.05) - nums[7]).abs() < 2e-6);
+}
+
+/// Headless Chromium with its own profile directory, on `url`, with `extra`
+/// options (`--dump-dom`, `--screenshot=...`).
+fn headless_chromium(profile: &std::path::Path, url: &str, extra: &[&str]) -> std::process::Output {
+    let mut c = Command::new("chromium");
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        &format!("--user-data-dir={}", profile.display()),
+    ]);
+    c.args(extra).arg(url);
+    c.output().expect("run chromium")
+}
+
+/// The text of every SVG `<text>` element in a dumped DOM.
+fn svg_texts(dom: &str) -> Vec<String> {
+    dom.split("<text")
+        .skip(1)
+        .filter_map(|t| t.split_once('>'))
+        .map(|(_, rest)| rest.split("</text>").next().unwrap_or("").trim().to_string())
+        .collect()
 }
