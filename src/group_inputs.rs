@@ -34,7 +34,7 @@ pub fn select_groups(args: &[String], store_db: Option<&Path>) -> anyhow::Result
     }
     for s in &selectors {
         if !files.iter().any(|(p, _)| *p == s.file) {
-            let f = migration::read_results(&s.file)?;
+            let f = migration::read_results_or_local(&s.file)?;
             files.push((s.file.clone(), selector::groups(&f.boots)));
         }
     }
@@ -77,7 +77,7 @@ pub fn list_groups(args: &[String]) -> anyhow::Result<String> {
     let mut out = String::new();
     for a in args {
         let s = selector::parse(a)?;
-        let f = migration::read_results(&s.file)?;
+        let f = migration::read_results_or_local(&s.file)?;
         out.push_str(&format!("{}:\n{}\n", s.file.display(), selector::describe(&selector::groups(&f.boots))));
     }
     Ok(out)
@@ -90,7 +90,7 @@ fn read_contest_argument(
     store_db: Option<&PathBuf>,
 ) -> anyhow::Result<Vec<(selector::FileGroup, String, String)>> {
     let (file, sel): (ResultsFile, Option<selector::Selector>) = match (selector::parse(arg), store_db) {
-        (Ok(sel), _) => (migration::read_results(&sel.file)?, Some(sel)),
+        (Ok(sel), _) => (migration::read_results_or_local(&sel.file)?, Some(sel)),
         (Err(selector::SelectorError::NoFile(_)), Some(db)) => (
             crate::service::store::load_run(db, arg)
                 .with_context(|| format!("'{arg}' is no file, and not a run of the store {}", db.display()))?

@@ -72,14 +72,14 @@ pub fn run_suite(suite: &Suite, work_dir: Option<&Path>, pack: Option<&ChosenPac
         crate::interrupt::on_interrupt(|| {
             let groups = loads::userland_pack::kill_running();
             if groups > 0 {
-                eprintln!("local: interrupted; killed the build running in the userland pack");
+                log::info!("interrupted; killed the build running in the userland pack");
             }
         })
     });
     let suite = match &mount {
         Some(m) => {
-            eprintln!(
-                "local: userland pack {} mounted read-only at {} ({})",
+            log::info!(
+                "userland pack {} mounted read-only at {} ({})",
                 m.image().display(),
                 m.dir().display(),
                 m.device().display()
@@ -93,7 +93,7 @@ pub fn run_suite(suite: &Suite, work_dir: Option<&Path>, pack: Option<&ChosenPac
     let mut doc = runner::begin_document(&run_id, Some(&suite), None);
     let kmsg = loads::provenance::KmsgCursor::open(false);
     for spec in &suite.workloads {
-        eprintln!("local: workload {} ...", spec.name);
+        log::info!("workload {} ...", spec.name);
         doc.workloads.push(runner::run_workload(&suite, spec, &ctx, false));
     }
     if let Some(m) = mount {

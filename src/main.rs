@@ -2,7 +2,6 @@
 //! the initramfs, boots kernels in QEMU, runs the suite locally, and prints
 //! what it measured. The commands are [`bootbench::cli`]'s.
 
-use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -12,12 +11,12 @@ fn main() -> ExitCode {
     if let Some(code) = loads::applets::main(&argv) {
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
-    // Parsed in two steps, as `Cli::parse` does, to keep the matches: they
-    // tell which flags the command line gave, which the config file's
-    // values do not override.
-    let matches = bootbench::cli::Cli::command().get_matches();
-    let mut cli = bootbench::cli::Cli::from_arg_matches(&matches)
-        .unwrap_or_else(|e| e.format(&mut bootbench::cli::Cli::command()).exit());
+    let (mut cli, name, matches) = bootbench::cli::Cli::parse_with_name();
+    if let Err(e) = bootbench::terminal::init(&name, cli.verbosity.log_level_filter()) {
+        eprintln!("bootbench: error: {e}");
+        return ExitCode::FAILURE;
+    }
+    bootbench::terminal_table::fit_to_stdout();
     let done = bootbench::cli::apply_config(&mut cli, &matches).and_then(|()| bootbench::cli::dispatch(&cli));
     // After a Ctrl-C the watcher ends the process with 130, once its
     // cleanups are done; an error that the interrupt caused is not ours.

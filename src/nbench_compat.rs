@@ -491,7 +491,7 @@ pub fn measure(args: &NbenchCompatOptions) -> anyhow::Result<bool> {
     }
     std::fs::create_dir_all(&args.dir).map_err(|source| NbenchCompatError::Dir { path: args.dir.clone(), source })?;
     if !is_tmpfs(&args.dir) {
-        eprintln!("nbench-compat: warning: {} is not a tmpfs; disk speed will weigh on both", args.dir.display());
+        log::warn!("{} is not a tmpfs; disk speed will weigh on both", args.dir.display());
     }
     let written = args.dir.join(format!("bootbench-nbench-compat-{}-builtin.txt", std::process::id()));
     let loadfile = if args.loadfile == builtin_loadfile::BUILTIN_NAME {

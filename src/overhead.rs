@@ -353,7 +353,7 @@ pub fn measure(args: &OverheadOptions) -> anyhow::Result<(String, bool)> {
         let mut file = ResultsFile::default();
         let mut accel = String::new();
         for i in 0..args.boots {
-            eprintln!("overhead: clock {mode}, boot {} of {}", i + 1, args.boots);
+            log::info!("clock {mode}, boot {} of {}", i + 1, args.boots);
             let t0 = Instant::now();
             let one = run_boots(&run_args)?;
             let wall = t0.elapsed().as_secs_f64();
@@ -363,7 +363,7 @@ pub fn measure(args: &OverheadOptions) -> anyhow::Result<(String, bool)> {
                     Ok(f) => figures.push(f),
                     Err(why) => {
                         all_ok = false;
-                        eprintln!("overhead: clock {mode}: {why}");
+                        log::info!("clock {mode}: {why}");
                     }
                 }
                 file.boots.push(b);
@@ -372,7 +372,7 @@ pub fn measure(args: &OverheadOptions) -> anyhow::Result<(String, bool)> {
         if let Some(dir) = &args.output {
             let path = dir.join(format!("overhead-{}.json", mode.replace(':', "-")));
             file.write(&path)?;
-            eprintln!("overhead: wrote {}", path.display());
+            log::info!("wrote {}", path.display());
         }
         report.push_str(&render_mode(mode, &accel, &figures));
     }

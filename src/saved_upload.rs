@@ -36,7 +36,7 @@ pub fn send_saved(file: &Path, to: &Destination<'_>) -> anyhow::Result<(usize, u
     let extra_ca_pem = to.ca_file.map(results_uploader::read_ca_file).transpose()?;
     let (uploads, skipped) = plan(file)?;
     for s in &skipped {
-        eprintln!("upload: {s}");
+        log::info!("{s}");
     }
     if uploads.is_empty() {
         bail!("{} holds no run to upload (no boot has a guest document or a host-made id)", file.display());

@@ -199,21 +199,7 @@ fn html_report_renders_in_headless_chromium() {
     let profile = tempfile::tempdir().unwrap();
     let shot = dir.path().join("report.png");
     let url = format!("file://{}", html.display());
-    let chromium = |extra: &[&str]| {
-        let mut c = Command::new("chromium");
-        c.args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            &format!("--user-data-dir={}", profile.path().display()),
-        ]);
-        c.args(extra).arg(&url);
-        c.output().expect("run chromium")
-    };
+    let chromium = |extra: &[&str]| headless_chromium(profile.path(), &url, extra);
     let dom = chromium(&["--dump-dom"]);
     assert!(dom.status.success(), "chromium --dump-dom failed: {}", String::from_utf8_lossy(&dom.stderr));
     let dom = String::from_utf8_lossy(&dom.stdout).into_owned();
@@ -225,12 +211,7 @@ fn html_report_renders_in_headless_chromium() {
     for section in ["m-fork-fork_rate", "m-fork-fork_latency"] {
         assert!(dom.contains(&format!("id=\"{section}\"")), "{section} missing");
     }
-    let svg_texts: Vec<String> = dom
-        .split("<text")
-        .skip(1)
-        .filter_map(|t| t.split_once('>'))
-        .map(|(_, rest)| rest.split("</text>").next().unwrap_or("").trim().to_string())
-        .collect();
+    let svg_texts = svg_texts(&dom);
     assert!(svg_texts.iter().any(|t| t == "fork fork_rate: change against the baseline (%)"), "{svg_texts:?}");
     assert!(
         svg_texts.iter().any(|t| t == "fork fork_rate: values per iteration and per boot (forks/s)"),
@@ -239,6 +220,90 @@ fn html_report_renders_in_headless_chromium() {
     assert_eq!(svg_texts.iter().filter(|t| *t == "mitigations-off").count(), 4, "candidate labels: {svg_texts:?}");
     assert_eq!(svg_texts.iter().filter(|t| *t == "default").count(), 2, "baseline labels: {svg_texts:?}");
     assert!(dom.contains("class=\"name verdict-better\">better</td>"), "verdict cell");
+    // It renders to pixels, not a blank page.
+    let o = chromium(&["--window-size=1100,1600", &format!("--screenshot={}", shot.display())]);
+    assert!(o.status.success(), "chromium --screenshot failed: {}", String::from_utf8_lossy(&o.stderr));
+    let png = std::fs::read(&shot).expect("screenshot written");
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "screenshot of {} bytes", png.len());
+}
+
+/// A one-kernel run of three boots whose iterations carry the system
+/// counters' changes (context switches 5000 + n for the n-th iteration).
+fn run_with_system_deltas(dir: &Path) -> PathBuf {
+    use loads::schema::{CpuTime, SystemDeltas};
+    let mut f = ResultsFile::default();
+    let mut n = 0u64;
+    for i in 0..3u32 {
+        let mut b = boot(i, "<tuned>", "quiet", &[380.0 + i as f64, 381.5, 379.25]);
+        for it in &mut b.result.as_mut().unwrap().workloads[0].iterations {
+            n += 1;
+            it.system = Some(SystemDeltas {
+                context_switches: 5000 + n,
+                forks: 1000,
+                cpus: vec![CpuTime { cpu: 0, user_s: 0.5, system_s: 1.25, idle_s: 0.125, ..Default::default() }],
+                interrupts: [("LOC".to_string(), 800 + n)].into(),
+                softirqs: [("TIMER".to_string(), 300)].into(),
+                vmstat: [("pgfault".to_string(), 20_000 + n as i64)].into(),
+            });
+        }
+        f.boots.push(b);
+    }
+    let p = dir.join("one.json");
+    f.write(&p).unwrap();
+    p
+}
+
+#[test]
+fn report_prints_the_table_or_writes_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_with_system_deltas(dir.path());
+    let o = bootbench(&["report", run.to_str().unwrap()]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(out.contains("fork_rate ↑") && out.contains("3 boot(s)"), "{out}");
+    let o = bootbench(&["report", run.to_str().unwrap(), "--format", "html"]);
+    let (page, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(page.starts_with("<!DOCTYPE html>") && page.contains("Kernel &lt;tuned&gt;"), "{page}");
+    for n in 1..=9 {
+        assert!(page.contains(&format!("<td>{}</td><td>1000</td>", 5000 + n)), "iteration {n}'s deltas");
+    }
+    let html = dir.path().join("one.html");
+    let o = bootbench(&["report", run.to_str().unwrap(), "--format", "html", "-o", html.to_str().unwrap()]);
+    assert!(o.status.success() && o.stdout.is_empty(), "{:?}", text(&o));
+    assert_eq!(std::fs::read_to_string(&html).unwrap(), page);
+}
+
+#[test]
+#[ignore = "needs Chromium (Debian's chromium): run scripts/test"]
+fn report_html_renders_in_headless_chromium() {
+    support::require(support::on_path("chromium"), "chromium (Debian package chromium)");
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_with_system_deltas(dir.path());
+    let html = dir.path().join("report.html");
+    let o = bootbench(&["report", run.to_str().unwrap(), "--format", "html", "-o", html.to_str().unwrap()]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let profile = tempfile::tempdir().unwrap();
+    let shot = std::env::var_os("BOOTBENCH_REPORT_SCREENSHOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| dir.path().join("report.png"));
+    let url = format!("file://{}", html.display());
+    let chromium = |extra: &[&str]| headless_chromium(profile.path(), &url, extra);
+    let dom = chromium(&["--dump-dom"]);
+    assert!(dom.status.success(), "chromium --dump-dom failed: {}", String::from_utf8_lossy(&dom.stderr));
+    let dom = String::from_utf8_lossy(&dom.stdout).into_owned();
+    // The browser parsed the document: a figure with its SVG per metric, a
+    // row per iteration in each metric's table, the label escaped.
+    assert_eq!(dom.matches("<figure").count(), 2, "{dom}");
+    assert_eq!(dom.matches("<svg").count(), 2, "{dom}");
+    assert_eq!(dom.matches("<td class=\"value\">").count(), 18, "{dom}");
+    assert!(dom.contains("<h2 class=\"kernel\" id=\"k1\">Kernel &lt;tuned&gt;</h2>"), "{dom}");
+    for section in ["k1-fork-fork_rate", "k1-fork-fork_latency"] {
+        assert!(dom.contains(&format!("id=\"{section}\"")), "{section} missing");
+    }
+    let svg_texts = svg_texts(&dom);
+    assert!(svg_texts.iter().any(|t| t == "fork fork_rate per iteration (forks/s)"), "{svg_texts:?}");
+    assert!(svg_texts.iter().any(|t| t == "boot 2"), "legend: {svg_texts:?}");
     // It renders to pixels, not a blank page.
     let o = chromium(&["--window-size=1100,1600", &format!("--screenshot={}", shot.display())]);
     assert!(o.status.success(), "chromium --screenshot failed: {}", String::from_utf8_lossy(&o.stderr));
@@ -276,4 +341,31 @@ fn statistics_match_live_scipy() {
     let cp = proportion::clopper_pearson(7, 400, 0.05).unwrap();
     assert!((cp.lo - nums[5]).abs() < 1e-9 && (cp.hi - nums[6]).abs() < 1e-9, "{cp:?} vs {nums:?}");
     assert!((power::power_of_t_test(2.2, 18.0, 0.05) - nums[7]).abs() < 2e-6);
+}
+
+/// Headless Chromium with its own profile directory, on `url`, with `extra`
+/// options (`--dump-dom`, `--screenshot=...`).
+fn headless_chromium(profile: &std::path::Path, url: &str, extra: &[&str]) -> std::process::Output {
+    let mut c = Command::new("chromium");
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        &format!("--user-data-dir={}", profile.display()),
+    ]);
+    c.args(extra).arg(url);
+    c.output().expect("run chromium")
+}
+
+/// The text of every SVG `<text>` element in a dumped DOM.
+fn svg_texts(dom: &str) -> Vec<String> {
+    dom.split("<text")
+        .skip(1)
+        .filter_map(|t| t.split_once('>'))
+        .map(|(_, rest)| rest.split("</text>").next().unwrap_or("").trim().to_string())
+        .collect()
 }

@@ -469,3 +469,86 @@ fn the_hosts_own_upload_and_storage_keys_do_not_make_append_refused() {
     let run = run_refused(c);
     assert!(run.stderr.contains(&format!("kernel image {}", missing.display())), "got past the checks: {}", run.stderr);
 }
+
+#[test]
+fn a_kernel_tree_for_another_arch_or_not_built_is_refused_naming_what_to_do() {
+    let dir = scratch();
+    let tree = dir.path().join("linux");
+    std::fs::create_dir_all(&tree).unwrap();
+    std::fs::write(tree.join("Makefile"), "VERSION = 6\n").unwrap();
+    std::fs::write(tree.join("Kconfig"), "mainmenu \"Linux\"\n").unwrap();
+    let config = bootbench::kernel::config_fragment::fragment(qemu::Arch::X86_64) + "CONFIG_MODULES=y\n";
+    std::fs::write(tree.join(".config"), config).unwrap();
+    let mut c = bootbench(["run", "--arch", "ppc64le", "--kernel"]);
+    c.arg(&tree);
+    let run = run_refused(c);
+    let want = format!("--arch ppc64le, but the kernel tree {} is configured for x86_64 (its .config)", tree.display());
+    assert!(run.stderr.contains(&want), "{}", run.stderr);
+    // Without --arch the tree's own arch is taken, and its missing image named.
+    let mut c = bootbench(["run", "--kernel"]);
+    c.arg(&tree);
+    let run = run_refused(c);
+    let want = format!(
+        "kernel tree {0} is not built: {0}/arch/x86/boot/bzImage is missing; build it with `make -C {0} -j$(nproc) bzImage modules`",
+        tree.display()
+    );
+    assert!(run.stderr.contains(&want), "{}", run.stderr);
+    // A ppc64le tree boots as ppc64le without --arch: the make command is
+    // its cross build.
+    let config = bootbench::kernel::config_fragment::fragment(qemu::Arch::Ppc64le) + "CONFIG_MODULES=y\n";
+    std::fs::write(tree.join(".config"), config).unwrap();
+    let mut c = bootbench(["run", "--kernel"]);
+    c.arg(&tree);
+    let run = run_refused(c);
+    let want = format!(
+        "{0}/vmlinux is missing; build it with `make -C {0} ARCH=powerpc CROSS_COMPILE=powerpc64le-linux-gnu- -j$(nproc) vmlinux modules`",
+        tree.display()
+    );
+    assert!(run.stderr.contains(&want), "{}", run.stderr);
+}
+
+/// Quick, with fork alone and few forks: the boot checks the tree's
+/// kernel, not the workloads.
+#[test]
+#[ignore = "long tier: run scripts/test --long"]
+fn long_tier_a_built_kernel_tree_boots_with_the_modules_installed_from_it() {
+    let k = require_x86_64_boot();
+    let _boot = boot_lock();
+    let dir = scratch();
+    let tree = debian_kernel_as_built_tree(&k, &dir.path().join("linux"));
+    let out = dir.path().join("results.json");
+    // No --arch: the tree's .config says x86_64.
+    let mut c = bootbench(["run", "--accel", "tcg", "--iterations", "1", "--warmup", "0", "--workloads", "fork"]);
+    c.arg("--kernel").arg(&tree).args(["--append", &fork_count_word(), "-o"]).arg(&out);
+    let run = run_with_deadline(c, BOOT_DEADLINE);
+    run.assert_success();
+    let boot = only_boot(&out, &run);
+    assert_eq!(boot.boot.classification, "ok", "{:?}\n{}", boot.boot.detail, boot.console_log);
+    assert_eq!(boot.machine.arch, "x86_64");
+    // The envelope says what the tree was: its image, config and release.
+    assert_eq!(boot.kernel.path, tree.join("arch/x86/boot/bzImage"));
+    assert_eq!(boot.kernel.package.as_deref(), Some(format!("tree {} (no git)", tree.display()).as_str()));
+    assert_eq!(boot.kernel.release.as_deref(), Some(k.info.release.as_str()));
+    assert_eq!(boot.kernel.config_sha256.as_deref(), Some(sha256_file(&k.config()).as_str()));
+    let doc = boot.result.as_ref().expect("an ok boot must carry the guest document");
+    assert_eq!(doc.status, Status::Complete, "errors: {:?}", doc.errors);
+    assert_eq!(doc.provenance.kernel.release, k.info.release);
+    // The results port's modules came from the run's own install of the
+    // tree, not from the cache, and the port delivered the document.
+    let installed = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with(&format!("run: kernel tree {}: installed modules ", tree.display())))
+        .unwrap_or_else(|| panic!("no install line:\n{}", run.transcript()));
+    let into = installed.rsplit(" into ").next().unwrap();
+    assert!(
+        into.contains("/bootbench-run-") && into.ends_with(&format!("/lib/modules/{}", k.info.release)),
+        "{installed}"
+    );
+    for m in RESULT_PORT_MODULES {
+        assert!(installed.contains(m), "{m} not installed: {installed}");
+    }
+    assert!(!Path::new(into).exists(), "the install lives as long as the run: {into}");
+    let port = boot.channels.iter().find(|c| c.name == "port").expect("a results port");
+    assert!(port.intact, "{:?}", port.detail);
+}

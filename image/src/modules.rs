@@ -7,8 +7,9 @@
 //! linux-image packages ship without it (their postinst runs depmod), so
 //! otherwise every `*.ko` file under the tree is indexed by name and the
 //! `depends=` entry of each needed module is read from its ELF `.modinfo`
-//! section. Modules listed in `modules.builtin` are part of the kernel image
-//! and are skipped: there is nothing to load.
+//! section (of a plain, zstd-, gzip- or xz-compressed file). Modules listed
+//! in `modules.builtin` are part of the kernel image and are skipped: there
+//! is nothing to load.
 
 use object::{Object, ObjectSection};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -122,14 +123,6 @@ pub enum ModulesError {
         expected: String,
         /// The name from `.modinfo`.
         found: String,
-    },
-    /// A compressed module in a format this crate cannot decompress.
-    #[error("compressed module not supported: {path} is {format}-compressed; decompress the tree first (e.g. `find DIR -name '*.ko.xz' -exec xz -d {{}} +`) or run depmod so modules.dep is used")]
-    UnsupportedCompression {
-        /// The module file.
-        path: PathBuf,
-        /// The compression format.
-        format: &'static str,
     },
     /// Modules depend on each other in a circle.
     #[error("module dependency cycle: {}", cycle.join(" -> "))]
@@ -324,8 +317,9 @@ fn normalize(name: &str) -> String {
     name.replace('-', "_")
 }
 
-/// The module name of a module file path, or `None` if it is not a module.
-fn module_name(path: &Path) -> Option<String> {
+/// The module name of a module file path (`drivers/block/virtio_blk.ko.xz`
+/// gives `virtio_blk`), or `None` if it is not a module file name.
+pub fn module_name(path: &Path) -> Option<String> {
     let file_name = path.file_name()?.to_str()?;
     MODULE_SUFFIXES
         .iter()
@@ -427,6 +421,19 @@ struct Modinfo {
     depends: Vec<String>,
 }
 
+/// The modules `path` (a module file, plain or compressed) depends on: the
+/// `depends=` entry modpost wrote into its `.modinfo`, the same symbol
+/// dependencies depmod would find. A `.modinfo` `name=` other than the file
+/// name's is an error.
+pub fn read_depends(path: &Path) -> Result<Vec<String>, ModulesError> {
+    let info = read_modinfo(path)?;
+    let expected = module_name(path).unwrap_or_default();
+    match info.name {
+        Some(found) if found != expected => Err(ModulesError::NameMismatch { path: path.to_owned(), expected, found }),
+        _ => Ok(info.depends),
+    }
+}
+
 fn read_modinfo(path: &Path) -> Result<Modinfo, ModulesError> {
     let read_error = |source| ModulesError::ReadModule { path: path.to_owned(), source };
     let elf = match module_compression(path) {
@@ -440,10 +447,12 @@ fn read_modinfo(path: &Path) -> Result<Modinfo, ModulesError> {
             flate2::read::MultiGzDecoder::new(io::BufReader::new(file)).read_to_end(&mut out).map_err(read_error)?;
             out
         }
-        // No xz decoder among this crate's dependencies; Debian's 6.1 kernels
-        // ship uncompressed modules.
         ModuleCompression::Xz => {
-            return Err(ModulesError::UnsupportedCompression { path: path.to_owned(), format: "xz" })
+            let mut out = Vec::new();
+            let file = fs::File::open(path).map_err(read_error)?;
+            lzma_rs::xz_decompress(&mut io::BufReader::new(file), &mut out)
+                .map_err(|e| read_error(io::Error::new(io::ErrorKind::InvalidData, e.to_string())))?;
+            out
         }
     };
     let bad_elf = |source| ModulesError::BadElf { path: path.to_owned(), source };

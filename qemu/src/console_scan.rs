@@ -3,7 +3,10 @@
 //! messages picked out. Owns no process and no clock; the runner feeds it
 //! bytes and decides what they mean for timeouts.
 
-use loads::console_protocol::{parse_line, Decoder, Line, StreamError, EVENT_HELLO, EVENT_POWEROFF, MARKER};
+use loads::console_protocol::{
+    parse_line, Decoder, Line, StreamError, StreamKind, EVENT_ALIVE, EVENT_HELLO, EVENT_POWEROFF, MARKER,
+};
+use std::collections::BTreeSet;
 
 /// Console bytes kept in the log; a guest that floods its console beyond
 /// this is cut off in the log (the protocol decoder still sees every line).
@@ -63,9 +66,24 @@ pub fn kernel_message(line: &str) -> Option<KernelMessage> {
     OOPS_PREFIXES.iter().any(|p| text.starts_with(p)).then_some(KernelMessage::Oops)
 }
 
+/// What the guest is doing, as far as the console has shown it so far:
+/// for a progress display, never for a verdict.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GuestProgress {
+    /// The init said hello.
+    pub hello: bool,
+    /// Workload streams whose last chunk arrived intact: the workloads
+    /// finished, in the suite's order.
+    pub workloads_done: usize,
+    /// The workload the last `alive` event named.
+    pub alive_workload: Option<String>,
+}
+
 /// The state of one console read so far.
 #[derive(Debug, Default)]
 pub struct ConsoleScan {
+    progress: GuestProgress,
+    ended_streams: BTreeSet<String>,
     log: Vec<u8>,
     log_dropped: usize,
     partial: Vec<u8>,
@@ -112,10 +130,22 @@ impl ConsoleScan {
     fn line(&mut self, raw: &[u8]) {
         let text = String::from_utf8_lossy(raw);
         let line = text.trim_end_matches('\r');
-        if let Some(Line::Event { name, text }) = parse_line(line) {
-            self.hello |= name == EVENT_HELLO;
-            self.poweroff |= name == EVENT_POWEROFF;
-            self.events.push((name.to_string(), text.to_string()));
+        match parse_line(line) {
+            Some(Line::Event { name, text }) => {
+                self.hello |= name == EVENT_HELLO;
+                self.progress.hello = self.hello;
+                self.poweroff |= name == EVENT_POWEROFF;
+                if name == EVENT_ALIVE {
+                    let named = text.split(' ').find_map(|w| w.strip_prefix("workload="));
+                    self.progress.alive_workload = named.map(str::to_string);
+                }
+                self.events.push((name.to_string(), text.to_string()));
+            }
+            Some(Line::Data { kind: StreamKind::Workload, tag, seq, total, intact: true, .. }) if seq == total => {
+                self.ended_streams.insert(tag.to_string());
+                self.progress.workloads_done = self.ended_streams.len();
+            }
+            _ => {}
         }
         self.decoder.feed_line(line);
         match kernel_message(line) {
@@ -145,6 +175,11 @@ impl ConsoleScan {
             }
             self.decoder.feed_line(line);
         }
+    }
+
+    /// What the guest is doing, as far as the console has shown it.
+    pub fn progress(&self) -> &GuestProgress {
+        &self.progress
     }
 
     /// Whether the init's `hello` event has been seen.
@@ -216,6 +251,31 @@ mod tests {
     /// stream, with printk lines between our lines.
     const STREAMS: &str = include_str!("fixtures/streams.txt");
     const BOOT_ID: &str = "6f1c2a7e-3b9d-4e0f-a5c8-2d71b04e9f36";
+
+    #[test]
+    fn progress_follows_hello_alive_events_and_each_workload_stream_that_ends_intact() {
+        let mut s = ConsoleScan::new();
+        assert_eq!(*s.progress(), GuestProgress::default());
+        s.feed_bytes(format!("{}\r\n", event(EVENT_HELLO, "version=1")).as_bytes());
+        s.feed_bytes(format!("{}\r\n", event(EVENT_ALIVE, "workload=dbench elapsed_s=60")).as_bytes());
+        assert_eq!(
+            *s.progress(),
+            GuestProgress { hello: true, workloads_done: 0, alive_workload: Some("dbench".into()) }
+        );
+        // Two workload streams end in the fixture (the result stream is
+        // not a workload's).
+        s.feed_bytes(STREAMS.as_bytes());
+        assert_eq!(s.progress().workloads_done, 2, "{:?}", s.progress());
+        // A last chunk that fails its CRC ends nothing.
+        let mut damaged = ConsoleScan::new();
+        let doc = r#"{"name":"fork"}"#;
+        let mut lines = encode(StreamKind::Workload, "w9", doc);
+        let last = lines.last_mut().unwrap();
+        last.push('X');
+        damaged.feed_bytes(lines.join("\n").as_bytes());
+        damaged.finish();
+        assert_eq!(damaged.progress().workloads_done, 0);
+    }
 
     fn scan(text: &str) -> ConsoleScan {
         let mut s = ConsoleScan::new();

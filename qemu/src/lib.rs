@@ -29,8 +29,9 @@ pub use accel::{detect, Accel, AccelChoice, AccelRequest, Clock};
 pub use arch::{Arch, ArchProfile};
 pub use argv::QemuCommand;
 pub use cmdline::KernelCmdline;
+pub use console_scan::GuestProgress;
 pub use outcome::{BootOutcome, Classification, HangKind, Timings};
 pub use runner::{
-    boot, machine_facts, probe_disk_io, qemu_version, BootSpec, MachineFacts, MachineQueryError, RunnerError, Timeouts,
-    PORT_CMDLINE_KEY, RESULTS_PORT_NAME,
+    boot, boot_observed, machine_facts, probe_disk_io, qemu_version, BootSpec, MachineFacts, MachineQueryError,
+    RunnerError, Timeouts, PORT_CMDLINE_KEY, RESULTS_PORT_NAME,
 };

@@ -18,7 +18,7 @@ pub use boot_spec::{BootSpec, RunnerError, Timeouts, PORT_CMDLINE_KEY, RESULTS_P
 pub use machine_query::{machine_facts, MachineFacts, MachineQueryError};
 
 use crate::argv::escape_option_value;
-use crate::console_scan::{ConsoleScan, MAX_KERNEL_ERRORS, MAX_LOG_BYTES};
+use crate::console_scan::{ConsoleScan, GuestProgress, MAX_KERNEL_ERRORS, MAX_LOG_BYTES};
 use crate::disk_io::{direct_io_check, DiskAio, DiskIoProbe};
 use crate::outcome::{judge, BootOutcome, HangKind, Judgement, RunEnd, RunFacts, Timings};
 use qemu_process::{
@@ -235,6 +235,14 @@ fn take_bytes(scan: &mut ConsoleScan, clock: &mut Clock, bytes: &[u8], now: Inst
 /// Errors are only for boots that could not start (no QEMU binary, bad
 /// spec); everything after the spawn is in the outcome's classification.
 pub fn boot(spec: &BootSpec) -> Result<BootOutcome, RunnerError> {
+    boot_observed(spec, &mut |_| {})
+}
+
+/// [`boot`], calling `observe` with what the guest is doing each time the
+/// console shows a change (the init's hello, a workload ending, an
+/// `alive` event naming the workload that runs), as it happens: for a
+/// progress display.
+pub fn boot_observed(spec: &BootSpec, observe: &mut dyn FnMut(&GuestProgress)) -> Result<BootOutcome, RunnerError> {
     let cmd = spec.qemu_command()?;
     let argv: Vec<String> = std::iter::once(cmd.program().as_os_str().to_os_string())
         .chain(cmd.argv())
@@ -269,6 +277,7 @@ pub fn boot(spec: &BootSpec) -> Result<BootOutcome, RunnerError> {
     let stderr_thread = spawn_stderr_reader(stderr);
 
     let mut scan = ConsoleScan::new();
+    let mut seen = GuestProgress::default();
     let mut clock = Clock { start, last_byte: start, hello: None, poweroff: None, panic: None };
     let t = &spec.timeouts;
     let wait_err = |source| RunnerError::Wait { pid, source };
@@ -280,7 +289,13 @@ pub fn boot(spec: &BootSpec) -> Result<BootOutcome, RunnerError> {
             break Stop::Deadline(which);
         }
         match console.recv_timeout((at - now).min(EXIT_POLL)) {
-            Ok(Feed::Bytes(b)) => take_bytes(&mut scan, &mut clock, &b, Instant::now()),
+            Ok(Feed::Bytes(b)) => {
+                take_bytes(&mut scan, &mut clock, &b, Instant::now());
+                if *scan.progress() != seen {
+                    seen = scan.progress().clone();
+                    observe(&seen);
+                }
+            }
             Ok(Feed::Eof) | Err(RecvTimeoutError::Disconnected) => break Stop::Eof,
             Err(RecvTimeoutError::Timeout) => {
                 if let Some(st) = child.try_wait().map_err(wait_err)? {

@@ -162,7 +162,7 @@ pub fn run_step(args: &BisectRunArgs) -> anyhow::Result<Verdict> {
     let mut journal = FileJournal::new(&state_path, &artifacts.join("log.jsonl"), false);
     let verdict = Driver::new(&mut state, &mut lab, &mut history, &mut journal).run_single(&head)?;
     if let Some(notice) = step_rate_notice(&state) {
-        eprintln!("{notice}");
+        log::warn!("{notice}");
     }
     match verdict {
         Ok(v) => Ok(v),
@@ -177,7 +177,7 @@ pub fn step_rate_notice(state: &BisectState) -> Option<String> {
     let rate = state.plan.step_rate?;
     let test = state.tests.iter().rfind(|t| t.kind == crate::bisect::state::TestKind::Run)?;
     Some(format!(
-        "bisect-run: --step-rate {:.1}% does not apply here (git bisect run confirms nothing, so no bound could rest on a confirmation): this commit was tested at α = β = {:.2e}, its share of --wrong-culprit-rate {:.1}% over {} planned steps",
+        "--step-rate {:.1}% does not apply here (git bisect run confirms nothing, so no bound could rest on a confirmation): this commit was tested at α = β = {:.2e}, its share of --wrong-culprit-rate {:.1}% over {} planned steps",
         100.0 * rate,
         test.alpha,
         100.0 * state.plan.wrong_culprit_rate,

@@ -62,18 +62,48 @@ pub struct FileJournal {
     state_path: PathBuf,
     log_path: PathBuf,
     quiet: bool,
+    /// Steps done of about how many, on a terminal (made at the first
+    /// checkpoint, when the range is known).
+    bar: Option<indicatif::ProgressBar>,
 }
 
 impl FileJournal {
     /// A journal writing `state_path` and appending to `log_path`; events
     /// are also printed on stderr unless `quiet`.
     pub fn new(state_path: &Path, log_path: &Path, quiet: bool) -> FileJournal {
-        FileJournal { state_path: state_path.into(), log_path: log_path.into(), quiet }
+        FileJournal { state_path: state_path.into(), log_path: log_path.into(), quiet, bar: None }
     }
 
     /// The event log's path.
     pub fn log_path(&self) -> &Path {
         &self.log_path
+    }
+
+    /// Updates the progress bar: tests with a verdict of about how many
+    /// (the plan's, else ⌈log2(range)⌉), boots so far, the last verdict,
+    /// the commits left; indicatif's ETA from the steps' pace.
+    fn show_progress(&mut self, state: &BisectState) {
+        let planned = match state.budget.planned_tests {
+            0 => crate::terminal::progress::bisection_steps(state.range_commits as usize),
+            n => u64::from(n),
+        };
+        let bar = self.bar.get_or_insert_with(|| crate::terminal::steps(planned, "bisect"));
+        let done = state.tests.iter().filter(|t| t.verdict.is_some()).count() as u64;
+        bar.set_length(planned.max(done + 1));
+        bar.set_position(done);
+        bar.set_message(crate::terminal::progress::bisect_status(
+            state.boots.len(),
+            state.tests.iter().rev().find_map(|t| t.verdict.map(|v| (t.commit.as_str(), v.to_string()))),
+            state.tests.last().and_then(|t| t.remaining),
+        ));
+    }
+}
+
+impl Drop for FileJournal {
+    fn drop(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
     }
 }
 
@@ -86,6 +116,9 @@ struct LogLine<'a> {
 
 impl Journal for FileJournal {
     fn checkpoint(&mut self, state: &mut BisectState) -> Result<(), JournalError> {
+        if !self.quiet {
+            self.show_progress(state);
+        }
         // An interrupt waits for the save, so it leaves no temp file behind.
         Ok(crate::interrupt::critical(|| state.save(&self.state_path))?)
     }
@@ -102,7 +135,7 @@ impl FileJournal {
     /// `interrupt::on_interrupt`).
     pub fn event_unguarded(&mut self, event: Event) -> Result<(), JournalError> {
         if !self.quiet {
-            eprintln!("bisect: {}", event.message);
+            log::info!("{}", event.message);
         }
         let err = |source| JournalError::Log { path: self.log_path.clone(), source };
         let mut line = serde_json::to_string(&LogLine { at: super::state::now(), event: &event })

@@ -223,11 +223,11 @@ fn interrupted_says_how_to_resume(
             state_arg.display()
         );
         if journal.event_unguarded(Event::new("interrupted", None, message.clone(), serde_json::Value::Null)).is_err() {
-            eprintln!("bisect: {message}");
+            log::info!("{message}");
         }
         if let Some(head) = &head {
             if let Err(e) = git(&tree, &["checkout", "--quiet", head]) {
-                eprintln!("bisect: warning: could not check {head} out again in {}: {e}", tree.display());
+                log::warn!("could not check {head} out again in {}: {e}", tree.display());
             }
         }
     })
@@ -338,7 +338,7 @@ pub fn bisect(args: &BisectArgs) -> anyhow::Result<Ended> {
     // And no other bisection (another state) works in this tree.
     let _tree_lock = TreeLock::take(&settings.tree)?;
     for done in TreeLease::new(&dir, &settings.tree).recover(GIT_WAIT)? {
-        eprintln!("bisect: {done}");
+        log::info!("{done}");
     }
     let mut journal = FileJournal::new(&state_path, &dir.join("log.jsonl"), false);
     let prefix = args.output.clone().unwrap_or_else(|| dir.join("report"));
@@ -424,7 +424,7 @@ pub fn bisect(args: &BisectArgs) -> anyhow::Result<Ended> {
     };
     let text = write_reports(&state, &searched, &prefix)?;
     print!("{text}");
-    eprintln!("bisect: reports {}.{{txt,json,html}}; log {}", prefix.display(), journal.log_path().display());
+    log::info!("reports {}.{{txt,json,html}}; log {}", prefix.display(), journal.log_path().display());
     Ok(Ended::of(&state, &searched))
 }
 
@@ -481,7 +481,7 @@ fn run_to_end(
         let lease = TreeLease::new(&settings.artifacts, &settings.tree);
         let _held = lease.hold(Running::Checkout).map_err(LabError::from)?;
         if let Err(e) = git(&settings.tree, &["checkout", "--quiet", head]) {
-            eprintln!("bisect: warning: could not check {head} out again in {}: {e}", settings.tree.display());
+            log::warn!("could not check {head} out again in {}: {e}", settings.tree.display());
         }
     }
     result.map(|_| ())

@@ -201,6 +201,13 @@ fn pack_modules(
 
 /// Builds the image described by `spec` into `output`.
 pub fn build(spec: &ImageSpec, output: &Path) -> anyhow::Result<BuiltImage> {
+    let bar = crate::terminal::spinner(format!("building the initramfs {}", output.display()));
+    let built = build_quietly(spec, output);
+    bar.finish_and_clear();
+    built
+}
+
+fn build_quietly(spec: &ImageSpec, output: &Path) -> anyhow::Result<BuiltImage> {
     let init = match &spec.init {
         Some(p) => {
             init_build::check_static(p)?;

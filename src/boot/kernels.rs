@@ -1,8 +1,11 @@
 //! The kernels a run boots: the user's images (with the config and modules
-//! found beside them) or the cached default kernel of the arch, each with
-//! what the host knows about it for the envelope.
+//! found beside them), the kernel trees the user built
+//! ([`crate::kernel::tree`]), or the cached default kernel of the arch, each
+//! with what the host knows about it for the envelope; and the arch a run
+//! boots, which a tree's config decides when `--arch` is not given.
 
 use crate::boot::options::RunOptions;
+use crate::kernel::tree::KernelTree;
 use crate::kernel::{self, DebianArch, FetchedKernel};
 use anyhow::{bail, Context};
 use qemu::Arch;
@@ -24,6 +27,10 @@ pub(crate) struct KernelUnderTest {
     pub(crate) modules_dir: Option<PathBuf>,
     pub(crate) package: Option<String>,
     pub(crate) release: Option<String>,
+    /// The built tree the kernel comes from: the modules the run needs are
+    /// installed from it when the image is built (unless `modules_dir` was
+    /// given).
+    pub(crate) tree: Option<KernelTree>,
 }
 
 impl KernelUnderTest {
@@ -36,6 +43,7 @@ impl KernelUnderTest {
             modules_dir: Some(k.modules_dir()),
             package: Some(format!("{} {}", k.info.package, k.info.version)),
             release: Some(k.info.release.clone()),
+            tree: None,
         }
     }
 
@@ -49,6 +57,7 @@ impl KernelUnderTest {
             modules_dir: None,
             package: Some(format!("built from {} ({})", k.info.source_tree.display(), k.info.defconfig)),
             release: Some(k.info.release.clone()),
+            tree: None,
         }
     }
 
@@ -79,7 +88,32 @@ impl KernelUnderTest {
             modules_dir,
             package: None,
             release: suffix.map(str::to_string),
+            tree: None,
         })
+    }
+
+    /// A kernel tree the user built, opened and checked for `arch`;
+    /// `modules_dir` (`--modules-dir`) wins over installing from the tree.
+    pub(crate) fn from_tree(dir: &Path, arch: Arch, modules_dir: Option<&PathBuf>) -> anyhow::Result<KernelUnderTest> {
+        let tree = KernelTree::open(dir, Some(arch))?;
+        qemu::kernel_image::check_kernel(&tree.image, arch)?;
+        Ok(KernelUnderTest {
+            image: tree.image.clone(),
+            image_sha256: sha256_file(&tree.image)?,
+            config: Some(tree.config_path.clone()),
+            config_sha256: Some(sha256_file(&tree.config_path)?),
+            modules_dir: modules_dir.cloned(),
+            package: Some(tree.describe()),
+            release: Some(tree.release.clone()),
+            tree: Some(tree),
+        })
+    }
+
+    /// Whether the modules the kernel's config builds as `=m` can be
+    /// packed: a modules tree is known, or a modular built tree will
+    /// install them.
+    pub(crate) fn modules_known(&self) -> bool {
+        self.modules_dir.is_some() || self.tree.as_ref().is_some_and(|t| t.modular)
     }
 
     /// How the kernel config builds the virtio console: `y`, `m`, or unknown.
@@ -89,12 +123,38 @@ impl KernelUnderTest {
     }
 }
 
+/// The arch a run boots: `--arch`, else the arch of the `--kernel` trees'
+/// configs (which must agree), else x86_64. A tree whose config is for
+/// another arch than `--arch`, or that cannot boot, is refused here,
+/// before anything is built.
+pub(crate) fn run_arch(args: &RunOptions) -> anyhow::Result<Arch> {
+    let given: Option<Arch> = args.arch.as_deref().map(str::parse).transpose()?;
+    let mut from_trees: Option<(Arch, &Path)> = None;
+    for dir in args.kernels.iter().filter(|p| p.is_dir()) {
+        let tree = KernelTree::open(dir, given)?;
+        match from_trees {
+            Some((arch, first)) if arch != tree.arch => bail!(
+                "--kernel {} is configured for {arch} but --kernel {} for {}: one run boots one arch",
+                first.display(),
+                dir.display(),
+                tree.arch
+            ),
+            Some(_) => {}
+            None => from_trees = Some((tree.arch, dir)),
+        }
+    }
+    Ok(given.or(from_trees.map(|(arch, _)| arch)).unwrap_or(Arch::X86_64))
+}
+
 pub(crate) fn resolve_kernels(args: &RunOptions, arch: Arch) -> anyhow::Result<Vec<KernelUnderTest>> {
     if !args.kernels.is_empty() {
         return args
             .kernels
             .iter()
             .map(|p| {
+                if p.is_dir() {
+                    return KernelUnderTest::from_tree(p, arch, args.modules_dir.as_ref());
+                }
                 // Refuse a file that is no kernel for the arch before building
                 // an image or starting QEMU.
                 qemu::kernel_image::check_kernel(p, arch)?;
@@ -123,7 +183,7 @@ pub(crate) fn resolve_kernels(args: &RunOptions, arch: Arch) -> anyhow::Result<V
             k
         }
         None => {
-            eprintln!("run: no cached {debian} kernel; fetching the default one");
+            log::info!("no cached {debian} kernel; fetching the default one");
             kernel::fetch(debian, false, &root)?
         }
     };

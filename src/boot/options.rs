@@ -32,14 +32,17 @@ pub const BASE_MEM_MIB: u64 = 1024;
 /// Options of `bootbench run` (and of every command that boots).
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunOptions {
-    /// Kernel image to boot; repeat for several kernels (their boots are
-    /// interleaved). Default: the cached Debian kernel for --arch, fetched
-    /// if missing.
-    #[arg(long = "kernel")]
+    /// Kernel to boot: an image file, or a kernel tree you built (the
+    /// source tree, or the build directory of `make O=DIR`): its boot
+    /// image, .config and release, and the modules the run needs installed
+    /// from it. Repeat for several kernels (their boots are interleaved).
+    /// Default: the cached Debian kernel for --arch, fetched if missing.
+    #[arg(long = "kernel", value_name = "IMAGE|TREE")]
     pub kernels: Vec<PathBuf>,
-    /// Guest arch: x86_64, i386, ppc64le or ppc64.
-    #[arg(long, default_value = "x86_64")]
-    pub arch: String,
+    /// Guest arch: x86_64, i386, ppc64le or ppc64 [default: the arch of a
+    /// --kernel tree's .config, else x86_64].
+    #[arg(long)]
+    pub arch: Option<String>,
     /// Built-in suite (quick, standard, full) or a suite JSON file.
     #[arg(long, default_value = "quick")]
     pub suite: String,

@@ -89,8 +89,8 @@ impl RunUpload {
             tls: None,
         })?;
         let guest_url = format!("http://{HOST_FROM_GUEST}:{}", receiver.addr().port());
-        eprintln!(
-            "run: receiver on http://{} (the guest uploads to {guest_url}; store {})",
+        log::info!(
+            "receiver on http://{} (the guest uploads to {guest_url}; store {})",
             receiver.addr(),
             path.display()
         );
@@ -210,7 +210,7 @@ impl RunUpload {
                 Ok(report) => rec.envelope = report,
                 Err(e) => rec.envelope_error = Some(format!("{e:#}")),
             }
-            eprintln!("run: boot {}: {}", record.boot.index + 1, describe(rec));
+            log::info!("boot {}: {}", record.boot.index + 1, describe(rec));
         }
     }
 
@@ -221,7 +221,7 @@ impl RunUpload {
         }
         if let (Some(db), Some(store)) = (&self.keep_db, &self.store) {
             let n = store.list(usize::MAX >> 1).map(|l| l.len()).unwrap_or(0);
-            eprintln!("run: the store {} holds {n} run row(s)", db.display());
+            log::info!("the store {} holds {n} run row(s)", db.display());
         }
         Ok(())
     }
@@ -271,7 +271,7 @@ pub fn image_modules(
                 "the kernel has no {module} (CONFIG_{option} is not set in {}): the guest cannot upload; drop --serve/--upload-url",
                 config.map(|c| c.display().to_string()).unwrap_or_default()
             ),
-            None => eprintln!("run: no kernel config found: assuming {module} is built in"),
+            None => log::info!("no kernel config found: assuming {module} is built in"),
         }
     }
     Ok(modules)

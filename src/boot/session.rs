@@ -6,13 +6,14 @@
 //! exits 130 (see [`crate::interrupt`]).
 
 use crate::boot::image::{self as boot_image, ImageSpec, RESULT_PORT_MODULES};
-use crate::boot::kernels::{resolve_kernels, KernelUnderTest};
+use crate::boot::kernels::{resolve_kernels, run_arch, KernelUnderTest};
 use crate::boot::options::{group_label, parse_variants, MemChoice, RunOptions, Variant, BASE_MEM_MIB};
 use crate::boot::run_upload::{RunUpload, TokenSource};
 use crate::results::{
     BootInfo, BootRecord, ChannelReport, InitramfsRef, KeptWorkloads, KernelRef, MachineShape, QemuRef, ResultsFile,
 };
 use crate::suite_choice::apply_overrides;
+use crate::terminal::progress::boot_status;
 use anyhow::{bail, Context};
 use loads::console_protocol::{ALIVE_CMDLINE_KEY, ICOUNT_ALIVE_INTERVAL_S};
 use loads::schema::RunDocument;
@@ -55,13 +56,13 @@ fn prepare_image(
         };
         return Ok(PreparedImage { built, port: !args.no_port });
     }
-    let (modules, port) = match (args.no_port, k.virtio_console(), &k.modules_dir) {
+    let (modules, port) = match (args.no_port, k.virtio_console(), k.modules_known()) {
         (true, _, _) => (Vec::new(), false),
         (false, Some('y'), _) => (Vec::new(), true),
-        (false, Some('m'), Some(_)) => (RESULT_PORT_MODULES.iter().map(|s| s.to_string()).collect(), true),
+        (false, Some('m'), true) => (RESULT_PORT_MODULES.iter().map(|s| s.to_string()).collect(), true),
         (false, state, _) => {
-            eprintln!(
-                "run: no results port for {}: virtio_console is {} (console only)",
+            log::info!(
+                "no results port for {}: virtio_console is {} (console only)",
                 k.image.display(),
                 match state {
                     Some('m') => "a module but the modules tree is unknown (give --modules-dir)",
@@ -73,16 +74,33 @@ fn prepare_image(
         }
     };
     let modules = if args.serve || args.upload_url.is_some() {
-        crate::boot::run_upload::image_modules(k.config.as_deref(), k.modules_dir.is_some(), modules)?
+        crate::boot::run_upload::image_modules(k.config.as_deref(), k.modules_known(), modules)?
     } else {
         modules
+    };
+    let modules_dir = match (&k.tree, &k.modules_dir) {
+        (Some(tree), None) if tree.modular && !(modules.is_empty() && early_modules.is_empty()) => {
+            // Installed into the run's scratch directory: gone with the
+            // run, and on Ctrl-C with the rest of it.
+            let root = dir.join(format!("modules-{}", &k.image_sha256[..12]));
+            let names: Vec<&str> = early_modules.iter().chain(&modules).map(String::as_str).collect();
+            let installed = tree.install_modules(&names, &root)?;
+            log::info!(
+                "kernel tree {}: installed modules {} into {}",
+                tree.dir.display(),
+                installed.modules.join(","),
+                installed.modules_dir.display()
+            );
+            Some(installed.modules_dir)
+        }
+        _ => k.modules_dir.clone(),
     };
     let spec = ImageSpec {
         arch,
         suite: suite.clone(),
         modules,
         early_modules: early_modules.to_vec(),
-        modules_dir: k.modules_dir.clone(),
+        modules_dir,
         init: None,
         // A plain archive starts the guest soonest (measured by `bootbench
         // overhead`), and every kernel unpacks it.
@@ -192,8 +210,8 @@ fn guest_memory(
         ),
         MemChoice::Mib(m) => {
             if let Some(cap) = profile.max_usable_mem_mib.filter(|cap| m > *cap) {
-                eprintln!(
-                    "run: warning: --mem {m} MiB: {}'s default kernel can use only {cap} MiB of it (a 32-bit kernel without PAE); the memory checks count {cap}",
+                log::warn!(
+                    "--mem {m} MiB: {}'s default kernel can use only {cap} MiB of it (a 32-bit kernel without PAE); the memory checks count {cap}",
                     profile.arch
                 );
             }
@@ -213,7 +231,7 @@ fn guest_memory(
     };
     match (choice, fits) {
         (MemChoice::Auto, Some(m)) => {
-            eprintln!("run: --mem auto: {m} MiB, what the suite's builds in the pack need");
+            log::info!("--mem auto: {m} MiB, what the suite's builds in the pack need");
             Ok(m)
         }
         (MemChoice::Auto, None) => {
@@ -227,7 +245,7 @@ fn guest_memory(
 /// The boots of `bootbench run`, without printing the table: the results
 /// (also written to `args.output` after every boot, when given).
 pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
-    let arch: Arch = args.arch.parse()?;
+    let arch = run_arch(args)?;
     if args.boots == 0 {
         bail!("--boots must be at least 1");
     }
@@ -289,8 +307,8 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
         p
     });
     if let Some(p) = &pack {
-        eprintln!(
-            "run: userland pack {} ({} bytes, sha256 {}), read-only, serial {}",
+        log::info!(
+            "userland pack {} ({} bytes, sha256 {}), read-only, serial {}",
             p.image.display(),
             p.record.image_bytes,
             p.record.image_sha256,
@@ -308,7 +326,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
             crate::boot::scratch_disk::for_kernel(
                 &storage,
                 config.as_ref(),
-                k.modules_dir.is_some() || args.initramfs.is_some(),
+                k.modules_known() || args.initramfs.is_some(),
             )
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -319,7 +337,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
     let machine_facts = match qemu::machine_facts(&profile.qemu_binary, &profile.machine) {
         Ok(f) => Some(f),
         Err(e) => {
-            eprintln!("run: {e}; the results will not record the machine type and CPU model");
+            log::warn!("{e}; the results will not record the machine type and CPU model");
             None
         }
     };
@@ -331,7 +349,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
         .any()
         .then(|| crate::boot::scratch_disk::DiskIoSetup::probe(&storage, &profile.qemu_binary, work.path()));
     if let Some(d) = &disk_io {
-        eprintln!("run: {}", d.describe());
+        log::info!("{}", d.describe());
     }
     // What an interrupt says, kept current boot by boot; it also removes the
     // run's scratch files (initramfs, disk images), which exit would leave.
@@ -340,14 +358,14 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
         let (say, work) = (on_interrupt.clone(), work.path().to_path_buf());
         let disks = disk_io.as_ref().and_then(|d| d.own_dir()).map(Path::to_path_buf);
         crate::interrupt::on_interrupt(move || {
-            eprintln!("{}", say.lock().unwrap_or_else(PoisonError::into_inner));
+            log::warn!("{}", say.lock().unwrap_or_else(PoisonError::into_inner));
             let patience = Duration::from_secs(10);
             if !crate::interrupt::remove_dir_until_gone(&work, patience) {
-                eprintln!("run: could not remove the run's scratch directory {}", work.display());
+                log::warn!("could not remove the run's scratch directory {}", work.display());
             }
             if let Some(d) = &disks {
                 if !crate::interrupt::remove_dir_until_gone(d, patience) {
-                    eprintln!("run: could not remove the run's disk images in {}", d.display());
+                    log::warn!("could not remove the run's disk images in {}", d.display());
                 }
             }
         })
@@ -359,8 +377,8 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
     for words in args.append.iter().chain(variants.iter().map(|v| &v.words)) {
         let found = loads::suite::secret_values(words);
         if !found.is_empty() {
-            eprintln!(
-                "run: a secret key in the cmdline words '{}' is visible in QEMU's argv to every user of this host and in /proc/cmdline to every process of the guest; the upload token belongs in --upload-token-file",
+            log::warn!(
+                "a secret key in the cmdline words '{}' is visible in QEMU's argv to every user of this host and in /proc/cmdline to every process of the guest; the upload token belongs in --upload-token-file",
                 loads::suite::redact_secrets(words)
             );
         }
@@ -369,8 +387,8 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
     let mut images = Vec::new();
     for (k, ks) in kernels.iter().zip(&kernel_storage) {
         let img = prepare_image(args, arch, &suite, k, &ks.early_modules, work.path())?;
-        eprintln!(
-            "run: initramfs {} ({} bytes, modules: {}{})",
+        log::info!(
+            "initramfs {} ({} bytes, modules: {}{})",
             img.built.path.display(),
             img.built.bytes,
             if img.built.modules.is_empty() { "none".to_string() } else { img.built.modules.join(",") },
@@ -381,7 +399,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
             }
         );
         for (path, sha256) in &img.built.files {
-            eprintln!("run: packed {path} (sha256 {sha256})");
+            log::info!("packed {path} (sha256 {sha256})");
         }
         images.push(img);
     }
@@ -390,7 +408,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
     } else {
         ""
     };
-    eprintln!("run: accel {} ({}); {} vCPU{why_smp}, {} MiB", choice.accel, choice.reason, args.smp(), mem_mib);
+    log::info!("accel {} ({}); {} vCPU{why_smp}, {} MiB", choice.accel, choice.reason, args.smp(), mem_mib);
 
     // With an upload, each image boots with the secrets segment appended:
     // a copy in the run's private scratch directory; the image itself (and
@@ -418,10 +436,21 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
     let units: Vec<(usize, &Variant)> =
         (0..kernels.len()).flat_map(|ki| variants.iter().map(move |v| (ki, v))).collect();
     if args.order == crate::boot::order::BootOrder::Random && units.len() > 1 {
-        eprintln!("run: random boot order, seed {order_seed}");
+        log::info!("random boot order, seed {order_seed}");
     }
+    // Progress on a terminal: the boots done of all, and what the boot
+    // now running does (from the guest's events), with the time the last
+    // boot of the same kernel took.
+    let overall = (total > 1).then(|| crate::terminal::steps(total as u64, "boots"));
+    let mut last_wall: Vec<Option<Duration>> = vec![None; kernels.len()];
     for (round, ui) in crate::boot::order::schedule(args.order, units.len(), args.boots, order_seed) {
         let (ki, variant) = units[ui];
+        let workload_names: Vec<String> = variants
+            .iter()
+            .position(|v| std::ptr::eq(v, variant))
+            .and_then(|vi| guests.get(vi))
+            .map(|g| g.workloads.iter().map(|w| w.name.clone()).collect())
+            .unwrap_or_default();
         let (k, img) = (&kernels[ki], &images[ki]);
         let label = group_label(&args.label, variant);
         {
@@ -442,7 +471,7 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
                     )?,
                 };
                 if storage.any() {
-                    eprintln!("run: {}", crate::boot::scratch_disk::describe(&disks.record));
+                    log::info!("{}", crate::boot::scratch_disk::describe(&disks.record));
                 }
                 let mut spec = BootSpec::new(profile.clone(), &k.image, &boot_images[ki])?;
                 spec.disks = disks.files.iter().map(|f| (f.clone(), qemu::argv::DiskFormat::Raw)).collect();
@@ -486,7 +515,12 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
                     total: Duration::from_secs(args.timeout_total),
                     ..Timeouts::default()
                 };
-                let outcome = qemu::boot(&spec);
+                let what = format!("boot {}/{total} (kernel {})", index + 1, ki + 1);
+                let bar = crate::terminal::spinner(format!("{what}: booting the kernel"));
+                let outcome = qemu::boot_observed(&spec, &mut |p| {
+                    bar.set_message(format!("{what}: {}", boot_status(p, &workload_names, last_wall[ki])));
+                });
+                bar.finish_and_clear();
                 // A Ctrl-C also reaches QEMU (same process group) and ends
                 // this boot: start no retry and no next boot; the watcher
                 // ends the process.
@@ -509,8 +543,8 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
                 if let (false, Some(u), Some((events, doc))) = (retry, &mut uploads, &upload_seen) {
                     u.attach(&mut record, events, doc.as_deref());
                 }
-                eprintln!(
-                    "run: boot {}/{total} (kernel {}{}, round {}): {}",
+                log::info!(
+                    "boot {}/{total} (kernel {}{}, round {}): {}",
                     index + 1,
                     ki + 1,
                     if variant.label.is_empty() { String::new() } else { format!(" variant {}", variant.label) },
@@ -519,11 +553,15 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
                 );
                 if retry {
                     attempt += 1;
-                    eprintln!("run: retrying (attempt {} of {})", attempt + 1, args.retries + 1);
+                    log::info!("retrying (attempt {} of {})", attempt + 1, args.retries + 1);
                     continue;
                 }
                 break record;
             };
+            last_wall[ki] = Some(Duration::from_secs_f64(record.boot.wall_s));
+            if let Some(o) = &overall {
+                o.inc(1);
+            }
             file.boots.push(record);
             crate::interrupt::critical(|| {
                 let written = args.output.as_ref().map(|out| file.write(out)).transpose();
@@ -532,6 +570,9 @@ pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
                 written
             })?;
         }
+    }
+    if let Some(o) = overall {
+        o.finish_and_clear();
     }
     if let Some(u) = uploads {
         u.finish()?;

@@ -20,6 +20,7 @@ use crate::stats::multiple_testing::adjust;
 use crate::stats::power::{self, BootsNeeded, PowerError};
 use crate::stats::proportion::{clopper_pearson, RateInterval};
 use crate::stats::SampleSummary;
+use crate::terminal_table::TextTable;
 use loads::schema::Better;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -334,20 +335,24 @@ pub fn render(c: &Calibration, what: &str) -> String {
         c.metrics.len(),
         s.threshold_pct
     );
-    let _ = writeln!(
-        out,
-        "\n{:<28} {:>16} {:>9} {:>9} {:>10} {:>9}  {:<30} {:<30} {:>11} {:>9}",
-        "Metric",
-        "Mean",
-        "CV boot",
-        "Resid",
-        "Drift",
-        "CV boots",
-        format!("False change at ±{}%", s.threshold_pct),
-        "Interval excludes 0",
-        format!("MDC {} bt", c.for_boots),
-        format!("Boots ±{}%", s.threshold_pct)
+    use crate::terminal_table::Align::{Left, Right};
+    let mut table = TextTable::new(
+        &[Left, Right, Right, Right, Right, Right, Left, Left, Right, Right],
+        &[28, 16, 9, 9, 10, 9, 30, 30, 11, 9],
+        1,
     );
+    table.row([
+        "Metric".to_string(),
+        "Mean".into(),
+        "CV boot".into(),
+        "Resid".into(),
+        "Drift".into(),
+        "CV boots".into(),
+        format!("False change at ±{}%", s.threshold_pct),
+        "Interval excludes 0".into(),
+        format!("MDC {} bt", c.for_boots),
+        format!("Boots ±{}%", s.threshold_pct),
+    ]);
     for m in &c.metrics {
         let need = match m.boots_for_threshold {
             Some(BootsNeeded::Boots(n)) => n.to_string(),
@@ -361,32 +366,25 @@ pub fn render(c: &Calibration, what: &str) -> String {
             ),
             None => ("-".into(), "- ".into()),
         };
-        let _ = writeln!(
-            out,
-            "{:<28} {:>16} {:>8.2}% {:>9} {:>10} {:>8.2}%  {:<30} {:<30} {:>10} {:>9}",
+        table.row([
             format!("{} {} {}", m.key.workload.name, m.key.metric, arrow(m.better)),
             format!("{} {}", fmt_value(m.mean), m.unit),
-            m.cv_within_boot_pct,
+            format!("{:.2}%", m.cv_within_boot_pct),
             resid,
             drift,
-            m.cv_between_boots_pct,
+            format!("{:.2}%", m.cv_between_boots_pct),
             fmt_rate(&m.false_change),
             fmt_rate(&m.excludes_zero),
             m.min_detectable_pct.map_or("-".into(), |v| format!("{v:.2}%")),
-            need
-        );
+            need,
+        ]);
     }
-    let _ = writeln!(
-        out,
-        "{:<28} {:>16} {:>9} {:>9} {:>10} {:>9}  {}",
-        "any metric",
-        "",
-        "",
-        "",
-        "",
-        "",
-        fmt_rate(&c.any_false_change)
-    );
+    let mut any = vec![String::new(); 6];
+    any[0] = "any metric".into();
+    any.push(fmt_rate(&c.any_false_change));
+    table.row(any);
+    out.push('\n');
+    out.push_str(&table.render(""));
     let _ = writeln!(
         out,
         "\nCV boot: spread of iterations within a boot; Resid: what is left of it once the trend over iteration positions \

@@ -12,7 +12,7 @@ use anyhow::{bail, Context};
 /// cite them.
 pub fn from_file(arg: &str) -> anyhow::Result<(Vec<BootRecord>, String)> {
     let sel = selector::parse(arg)?;
-    let file = migration::read_results(&sel.file)?;
+    let file = migration::read_results_or_local(&sel.file)?;
     let group = selector::select(&sel, &selector::groups(&file.boots))?;
     let what = format!("{} from {arg}", group.release());
     Ok((group.boots, what))
@@ -31,7 +31,7 @@ pub fn boot_a_a(run: &RunOptions) -> anyhow::Result<(Vec<BootRecord>, String)> {
     let mut run = run.clone();
     if run.output.is_none() {
         let path = std::env::temp_dir().join(format!("bootbench-calibrate-{}.json", std::process::id()));
-        eprintln!("calibrate: the boots are kept in {} (give -o to choose)", path.display());
+        log::info!("the boots are kept in {} (give -o to choose)", path.display());
         run.output = Some(path);
     }
     let file = run_boots(&run)?;

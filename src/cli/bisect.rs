@@ -26,7 +26,7 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
     let ended = session::bisect(args);
     if let Err(e) = &ended {
         if e.downcast_ref::<session::Stopped>().is_some() {
-            eprintln!("bootbench bisect: {e:#}");
+            log::error!("{e:#}");
         }
     }
     exit_status(ended).map(ExitCode::from)

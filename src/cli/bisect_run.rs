@@ -37,7 +37,7 @@ pub fn bisect_run(raw: &[String]) -> ExitCode {
     };
     match git_run::run_step(&args) {
         Ok(v) => {
-            eprintln!("bisect-run: {v}");
+            log::info!("{v}");
             ExitCode::from(match v {
                 Verdict::Good => 0,
                 Verdict::Bad => 1,
@@ -45,7 +45,7 @@ pub fn bisect_run(raw: &[String]) -> ExitCode {
             })
         }
         Err(e) => {
-            eprintln!("bootbench bisect-run: error (aborting git bisect): {e:#}");
+            log::error!("error (aborting git bisect): {e:#}");
             ExitCode::from(EXIT_ABORT)
         }
     }

@@ -131,7 +131,7 @@ pub fn bisect_sim(args: &SimArgs) -> anyhow::Result<ExitCode> {
             100.0 * rate
         );
     }
-    eprintln!("bisect-sim: {:.1} s", t0.elapsed().as_secs_f64());
+    log::info!("{:.1} s", t0.elapsed().as_secs_f64());
     Ok(ExitCode::SUCCESS)
 }
 

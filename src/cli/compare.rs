@@ -61,6 +61,9 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let format: Format = args.format.parse()?;
+    if args.output.is_some() {
+        crate::terminal_table::never_wrap();
+    }
     let settings = Settings {
         threshold_pct: parse_threshold(&args.threshold)?,
         confidence: parse_confidence(&args.confidence)?,
@@ -71,6 +74,6 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let only = (!args.workloads.is_empty()).then_some(args.workloads.as_slice());
     let report = compare::compare(&baseline, &inputs, settings, only, args.skip_incomplete_boots)?;
     let body = options::render(&report, format)?;
-    deliver("compare", &body, &report.warnings, format != Format::Text, args.output.as_deref())?;
+    deliver(&body, &report.warnings, format != Format::Text, args.output.as_deref())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -60,7 +60,7 @@ pub fn render_report(args: &ContestReportArgs) -> anyhow::Result<(String, Vec<St
 /// Runs `bootbench contest-report`.
 pub fn run(args: &ContestReportArgs) -> anyhow::Result<ExitCode> {
     let (body, warnings) = render_report(args)?;
-    deliver("contest-report", &body, &warnings, args.format != Format::Text, args.output.as_deref())?;
+    deliver(&body, &warnings, args.format != Format::Text, args.output.as_deref())?;
     Ok(ExitCode::SUCCESS)
 }
 

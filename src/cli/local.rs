@@ -49,6 +49,21 @@ pub struct LocalArgs {
     pub pack: String,
 }
 
+/// Exit status of `local` when a workload failed (the document is not
+/// `complete`); the same status `run` gives a boot whose result is not
+/// complete. The document is still printed and written.
+pub const EXIT_WORKLOAD_FAILED: u8 = crate::cli::run::EXIT_BOOT_FAILED;
+
+/// `local`'s exit status for its document: 0 when every workload ran
+/// every iteration, [`EXIT_WORKLOAD_FAILED`] otherwise.
+pub fn exit_status(doc: &loads::schema::RunDocument) -> u8 {
+    if doc.status == loads::schema::Status::Complete {
+        0
+    } else {
+        EXIT_WORKLOAD_FAILED
+    }
+}
+
 /// Runs `bootbench local`: the workloads, the table, and `-o`'s document
 /// (with the pack it used, if any).
 pub fn run(args: &LocalArgs) -> anyhow::Result<LocalDocument> {
@@ -69,7 +84,7 @@ pub fn run(args: &LocalArgs) -> anyhow::Result<LocalDocument> {
     if let Some(out) = &args.output {
         let json = serde_json::to_vec_pretty(&doc)?;
         std::fs::write(out, json).with_context(|| format!("cannot write {}", out.display()))?;
-        eprintln!("local: wrote {}", out.display());
+        log::info!("wrote {}", out.display());
     }
     Ok(doc)
 }

@@ -18,6 +18,7 @@ pub mod pack;
 pub mod report;
 pub mod run;
 pub mod serve;
+pub mod shell;
 pub mod upload;
 
 use crate::bisect::session::BisectArgs;
@@ -25,7 +26,6 @@ use crate::boot::options::RunOptions;
 use crate::nbench_compat::NbenchCompatOptions;
 use crate::overhead::OverheadOptions;
 use clap::{ArgMatches, Parser, Subcommand};
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Bootable benchmark appliance for Linux kernels.
@@ -35,6 +35,30 @@ pub struct Cli {
     /// The subcommand.
     #[command(subcommand)]
     pub command: Command,
+    /// `-q` (warnings and errors only, no progress), `-qq` (errors only),
+    /// `-v` (debug), `-vv` (trace); on every subcommand.
+    #[command(flatten)]
+    pub verbosity: clap_verbosity_flag::Verbosity<clap_verbosity_flag::InfoLevel>,
+}
+
+impl Cli {
+    /// Parses the process's arguments (exiting with clap's message on a
+    /// bad one), and names the subcommand they chose: `run`, `kernel
+    /// fetch`, `serve token add`: what each log line starts with. The
+    /// matches come back too: they tell which flags the command line gave,
+    /// which the config file's values do not override.
+    pub fn parse_with_name() -> (Cli, String, ArgMatches) {
+        use clap::{CommandFactory, FromArgMatches};
+        let matches = Cli::command().get_matches();
+        let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        let mut names = Vec::new();
+        let mut at = &matches;
+        while let Some((name, sub)) = at.subcommand() {
+            names.push(name.to_string());
+            at = sub;
+        }
+        (cli, names.join(" "), matches)
+    }
 }
 
 /// The subcommands.
@@ -86,11 +110,14 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// Upload saved results (a results file or one document) to a receiver.
     Upload(upload::UploadArgs),
-    /// Print the table of a results file written by `bootbench run -o`.
-    Report {
-        /// The results file.
-        file: PathBuf,
-    },
+    /// Print the completion script for a shell (bash, zsh, fish, ...):
+    /// `bootbench completions bash > ~/.local/share/bash-completion/completions/bootbench`.
+    Completions(shell::CompletionsArgs),
+    /// Write the manual pages (`bootbench.1`, `bootbench-run.1`, ...) into a directory.
+    Man(shell::ManArgs),
+    /// Print the table of a results file written by `bootbench run -o`,
+    /// or its page of per-iteration plots and system counters.
+    Report(report::ReportArgs),
     /// The config file (what a lab sets once: the receiver, the kernel
     /// cache, the machine): its path, and the values in effect.
     #[command(subcommand)]
@@ -133,7 +160,7 @@ pub fn dispatch(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Image(a) => image::run(a),
         Command::Pack(p) => pack::run(p),
         Command::Run(a) => run::run(a),
-        Command::Local(a) => local::run(a).map(|_| ExitCode::SUCCESS),
+        Command::Local(a) => local::run(a).map(|d| ExitCode::from(local::exit_status(&d.document))),
         Command::Bisect(a) => bisect::run(a),
         Command::BisectRun { args } => Ok(bisect_run::bisect_run(args)),
         Command::BisectSim(a) => bisect_sim::bisect_sim(a),
@@ -144,7 +171,9 @@ pub fn dispatch(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Calibrate(a) => calibrate::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Upload(a) => upload::run(a),
-        Command::Report { file } => report::run(file),
+        Command::Completions(a) => shell::completions(a, <Cli as clap::CommandFactory>::command()),
+        Command::Man(a) => shell::man(a, <Cli as clap::CommandFactory>::command()),
+        Command::Report(a) => report::run(a),
         Command::Config(c) => config::run(c),
     }
 }

@@ -48,10 +48,10 @@ pub fn run(args: &RunOptions) -> anyhow::Result<ExitCode> {
     let file = run_boots(args)?;
     print!("{}", summary_table::render_boots(&file.boots));
     for (boot, problems) in upload_problems(&file.boots) {
-        eprintln!("run: boot {boot}: upload FAILED: {}", problems.join("; "));
+        log::warn!("boot {boot}: upload FAILED: {}", problems.join("; "));
     }
     if let Some(out) = &args.output {
-        eprintln!("run: wrote {}", out.display());
+        log::info!("wrote {}", out.display());
     }
     Ok(ExitCode::from(status(&file.boots)))
 }

@@ -161,18 +161,15 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     } else {
         format!("reads need a token that may read ({readers} now)")
     };
-    eprintln!(
-        "serve: listening on {} (store {}, bodies up to {} bytes, {} connections at once); uploads: PUT /runs/{{id}} with 'Authorization: Bearer TOKEN' ({uploaders} token(s) may upload now); {reads}",
+    log::info!(
+        "listening on {} (store {}, bodies up to {} bytes, {} connections at once); uploads: PUT /runs/{{id}} with 'Authorization: Bearer TOKEN' ({uploaders} token(s) may upload now); {reads}",
         receiver.url(),
         db.display(),
         args.max_bytes,
         args.limits.max_connections,
     );
     if uploaders == 0 {
-        eprintln!(
-            "serve: no token may upload yet: add one with `bootbench serve token add NAME --db {}`",
-            db.display()
-        );
+        log::info!("no token may upload yet: add one with `bootbench serve token add NAME --db {}`", db.display());
     }
     receiver.wait().context("the receiver stopped")?;
     Ok(ExitCode::SUCCESS)
@@ -199,10 +196,10 @@ fn token(cmd: &TokenCommand) -> anyhow::Result<()> {
             };
             Store::open(&a.store.db)?.add_token(&a.name, &tokens::digest(&secret), scope)?;
             if a.token_file.is_some() {
-                eprintln!("serve: token '{}' added (may {})", a.name, scope.name());
+                log::info!("token '{}' added (may {})", a.name, scope.name());
             } else {
-                eprintln!(
-                    "serve: token '{}' added (may {}); it is printed below once and stored only as a digest: keep it in a file only you can read (chmod 600)",
+                log::info!(
+                    "token '{}' added (may {}); it is printed below once and stored only as a digest: keep it in a file only you can read (chmod 600)",
                     a.name,
                     scope.name()
                 );
@@ -226,9 +223,9 @@ fn token(cmd: &TokenCommand) -> anyhow::Result<()> {
         }
         TokenCommand::Revoke(a) => match existing_store(&a.store.db)?.revoke_token(&a.name)? {
             Revocation::Revoked => {
-                eprintln!("serve: token '{}' revoked; a running receiver refuses it from its next request", a.name)
+                log::info!("token '{}' revoked; a running receiver refuses it from its next request", a.name)
             }
-            Revocation::Already(at) => eprintln!("serve: token '{}' was revoked already, at {at}", a.name),
+            Revocation::Already(at) => log::info!("token '{}' was revoked already, at {at}", a.name),
         },
     }
     Ok(())

@@ -54,7 +54,7 @@ pub fn run(args: &UploadArgs) -> anyhow::Result<ExitCode> {
     };
     let (failed, sent) = send_saved(&args.file, &to)?;
     if failed > 0 {
-        eprintln!("upload: {failed} of {sent} run(s) not delivered to {url}");
+        log::warn!("{failed} of {sent} run(s) not delivered to {url}");
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)

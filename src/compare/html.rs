@@ -7,6 +7,7 @@
 
 use super::text::{arrow, fmt_interval, fmt_p, fmt_pct, fmt_spread, fmt_value, params_words};
 use super::{MetricReport, Report, Verdict};
+use crate::html_page::{colour, escape, id_token, padded, plot_err, PlotError, BASE_STYLE};
 use crate::stats::{t_critical, SampleSummary};
 use plotters::prelude::*;
 use std::fmt::Write;
@@ -15,28 +16,8 @@ use std::fmt::Write;
 #[derive(Debug, thiserror::Error)]
 pub enum HtmlError {
     /// A plot could not be drawn.
-    #[error("cannot draw the {what} plot of metric {metric}: {why}")]
-    Plot {
-        /// Which plot.
-        what: &'static str,
-        /// The metric.
-        metric: String,
-        /// Plotters' error, as text (its type is generic over the backend).
-        why: String,
-    },
-}
-
-const PALETTE: [RGBColor; 6] = [
-    RGBColor(0x44, 0x44, 0x44),
-    RGBColor(0x1f, 0x77, 0xb4),
-    RGBColor(0xd6, 0x27, 0x28),
-    RGBColor(0x2c, 0xa0, 0x2c),
-    RGBColor(0x94, 0x67, 0xbd),
-    RGBColor(0xff, 0x7f, 0x0e),
-];
-
-fn colour(k: usize) -> RGBColor {
-    PALETTE[k % PALETTE.len()]
+    #[error(transparent)]
+    Plot(#[from] PlotError),
 }
 
 fn verdict_colour(v: Verdict) -> RGBColor {
@@ -48,40 +29,11 @@ fn verdict_colour(v: Verdict) -> RGBColor {
     }
 }
 
-/// Escapes text for HTML content and attribute values.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            other => out.push(other),
-        }
-    }
-    out
-}
-
-/// A token usable in an HTML id.
-fn id_token(s: &str) -> String {
-    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' }).collect()
-}
-
-fn plot_err<'a>(what: &'static str, metric: &'a str) -> impl Fn(String) -> HtmlError + 'a {
-    move |why| HtmlError::Plot { what, metric: metric.to_string(), why }
-}
-
-fn padded(lo: f64, hi: f64) -> (f64, f64) {
-    let span = (hi - lo).abs().max(1e-9 * hi.abs().max(1.0));
-    (lo - 0.08 * span, hi + 0.08 * span)
-}
-
 /// Each candidate's change (%) with its interval, against ±threshold.
 fn change_plot(r: &Report, m: &MetricReport) -> Result<String, HtmlError> {
     let name = format!("{} {}", m.key.workload.name, m.key.metric);
-    let err = plot_err("change", &name);
+    let subject = format!("metric {name}");
+    let err = plot_err("change", &subject);
     let t = r.settings.threshold_pct;
     let mut lo = -t;
     let mut hi = t;
@@ -178,7 +130,8 @@ fn mean_interval(means: &[f64], confidence: f64) -> Option<(f64, f64)> {
 /// run order across the kernel's slot) and the mean with its interval.
 fn values_plot(r: &Report, m: &MetricReport) -> Result<String, HtmlError> {
     let name = format!("{} {}", m.key.workload.name, m.key.metric);
-    let err = plot_err("values", &name);
+    let subject = format!("metric {name}");
+    let err = plot_err("values", &subject);
     let all: Vec<f64> = m
         .kernels
         .iter()
@@ -266,11 +219,8 @@ fn values_plot(r: &Report, m: &MetricReport) -> Result<String, HtmlError> {
     Ok(svg)
 }
 
-const STYLE: &str = "body{font-family:sans-serif;margin:1.5em;max-width:1100px;color:#222}
-table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #bbb;padding:.25em .6em;text-align:right}
-td.name,th.name{text-align:left}.warning{background:#fff3cd;border:2px solid #d39e00;padding:.6em 1em;font-weight:bold}
-.verdict-better{color:#1a7f1a;font-weight:bold}.verdict-worse{color:#c00;font-weight:bold}.verdict-unsure{color:#777}
-figure{margin:.5em 0}figcaption{font-size:.9em;color:#555}section.metric{border-top:1px solid #ddd;margin-top:1em}";
+/// What the comparison adds to the page's style: the verdicts' colours.
+const VERDICT_STYLE: &str = ".verdict-better{color:#1a7f1a;font-weight:bold}.verdict-worse{color:#c00;font-weight:bold}.verdict-unsure{color:#777}";
 
 /// The report as one HTML document.
 pub fn render(r: &Report) -> Result<String, HtmlError> {
@@ -281,7 +231,7 @@ pub fn render(r: &Report) -> Result<String, HtmlError> {
         r.kernels.iter().skip(1).map(|k| k.name.as_str()).collect::<Vec<_>>().join(", ")
     );
     let _ = writeln!(out, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
-    let _ = writeln!(out, "<title>{}</title><style>{STYLE}</style></head><body>", escape(&title));
+    let _ = writeln!(out, "<title>{}</title><style>{BASE_STYLE}\n{VERDICT_STYLE}</style></head><body>", escape(&title));
     let _ = writeln!(out, "<h1>{}</h1>", escape(&title));
     let _ = writeln!(out, "<p id=\"method\">{}.</p>", escape(&r.method_sentence()));
     if !r.warnings.is_empty() {

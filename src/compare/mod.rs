@@ -599,37 +599,63 @@ fn exact_functions(
         .collect()
 }
 
-/// Display names for groups: the label when there is one, else the kernel
-/// release; names still equal get the cmdline words the others lack, then
-/// their position.
+/// Display names for groups, so a reader can tell them apart: the label
+/// when there is one, else the kernel release. Names still shared get, in
+/// turn, the cmdline words the others lack, the image's file name (or the
+/// shortest end of its path that differs), a short hash of the image, and
+/// at last their position. Each step touches only names still shared, and
+/// adds only what tells them apart.
 pub fn display_names(groups: &[selector::FileGroup]) -> Vec<String> {
-    let base: Vec<String> =
+    let mut names: Vec<String> =
         groups.iter().map(|g| if g.label().is_empty() { g.release() } else { g.label().to_string() }).collect();
-    let count = |names: &[String], name: &str| names.iter().filter(|n| *n == name).count();
     let words: Vec<Vec<&str>> = groups.iter().map(|g| g.cmdline().split_whitespace().collect()).collect();
-    let with_words: Vec<String> = base
+    qualify(&mut names, |i, set| {
+        let others: Vec<&str> = set.iter().filter(|j| **j != i).flat_map(|j| words[*j].iter().copied()).collect();
+        let extra: Vec<&str> = words[i].iter().copied().filter(|w| !others.contains(w)).collect();
+        (!extra.is_empty()).then(|| format!("[{}]", extra.join(" ")))
+    });
+    let paths: Vec<Vec<String>> = groups
         .iter()
-        .zip(&words)
-        .enumerate()
-        .map(|(i, (name, own))| {
-            if count(&base, name) < 2 {
-                return name.clone();
-            }
-            let others: Vec<&str> =
-                words.iter().enumerate().filter(|(j, _)| *j != i).flat_map(|(_, w)| w.iter().copied()).collect();
-            let extra: Vec<&str> = own.iter().copied().filter(|w| !others.contains(w)).collect();
-            if extra.is_empty() {
-                name.clone()
+        .map(|g| g.image_path().components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect())
+        .collect();
+    qualify(&mut names, |i, set| {
+        let own = &paths[i];
+        let others: Vec<&Vec<String>> = set.iter().map(|j| &paths[*j]).filter(|p| *p != own).collect();
+        if own.is_empty() || others.is_empty() {
+            return None;
+        }
+        let tail = |p: &[String], k: usize| p[p.len().saturating_sub(k)..].join("/");
+        (1..=own.len())
+            .find(|k| others.iter().all(|p| tail(p, *k) != tail(own, *k)))
+            .map(|k| format!("({})", tail(own, k)))
+    });
+    qualify(&mut names, |i, set| {
+        let short = |j: usize| groups[j].sha().get(..12).unwrap_or(groups[j].sha()).to_string();
+        let own = short(i);
+        (!own.is_empty() && set.iter().any(|j| short(*j) != own)).then(|| format!("(image {own})"))
+    });
+    qualify(&mut names, |i, _| Some(format!("#{}", i + 1)));
+    names
+}
+
+/// Gives each name that others share the qualifier `qualifier(i, set)`
+/// finds for it (`set`: the indices of every group with that name).
+fn qualify(names: &mut [String], qualifier: impl Fn(usize, &[usize]) -> Option<String>) {
+    let added: Vec<Option<String>> = (0..names.len())
+        .map(|i| {
+            let set: Vec<usize> = (0..names.len()).filter(|j| names[*j] == names[i]).collect();
+            if set.len() < 2 {
+                None
             } else {
-                format!("{name} [{}]", extra.join(" "))
+                qualifier(i, &set)
             }
         })
         .collect();
-    with_words
-        .iter()
-        .enumerate()
-        .map(|(i, name)| if count(&with_words, name) > 1 { format!("{name} #{}", i + 1) } else { name.clone() })
-        .collect()
+    for (name, q) in names.iter_mut().zip(added) {
+        if let Some(q) = q {
+            *name = format!("{name} {q}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -136,6 +136,10 @@ impl FileGroup {
     pub fn cmdline(&self) -> &str {
         self.boots.first().map(|b| b.cmdline.as_str()).unwrap_or_default()
     }
+    /// The kernel image's path as booted.
+    pub fn image_path(&self) -> &std::path::Path {
+        self.boots.first().map(|b| b.kernel.path.as_path()).unwrap_or(std::path::Path::new(""))
+    }
     /// Kernel release, from the guest or the host.
     pub fn release(&self) -> String {
         self.boots

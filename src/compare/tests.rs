@@ -417,10 +417,67 @@ fn display_names_disambiguate() {
         FileGroup { number: 3, boots: z },
         FileGroup { number: 4, boots: x },
     ]);
+    // The label when given; the cmdline words the others lack; the
+    // position only when nothing else differs.
     assert_eq!(names[1], "6.1.0-test [mitigations=off]");
     assert_eq!(names[2], "fast");
     assert_eq!(names[0], "6.1.0-test #1");
     assert_eq!(names[3], "6.1.0-test #4");
+}
+
+/// Groups of one release (two builds of one tree), each booted from
+/// `path` with image hash `sha`.
+fn builds(images: &[(&str, &str)]) -> Vec<String> {
+    use super::selector::FileGroup;
+    let groups: Vec<FileGroup> = images
+        .iter()
+        .enumerate()
+        .map(|(i, (path, sha))| {
+            let mut boots = fork_boots(i as u32, "", sha, &[&[1.0]]);
+            boots[0].kernel.path = path.into();
+            FileGroup { number: i + 1, boots }
+        })
+        .collect();
+    display_names(&groups)
+}
+
+#[test]
+fn builds_of_one_release_are_named_by_their_image_file() {
+    assert_eq!(
+        builds(&[("/k/bzImage-a", "aaaa01"), ("/k/bzImage-b", "bbbb02")]),
+        ["6.1.0-test (bzImage-a)", "6.1.0-test (bzImage-b)"]
+    );
+}
+
+#[test]
+fn same_file_names_are_told_apart_by_the_shortest_differing_path() {
+    assert_eq!(
+        builds(&[
+            ("/src/linux-a/arch/x86/boot/bzImage", "aaaa01"),
+            ("/src/linux-b/arch/x86/boot/bzImage", "bbbb02"),
+            ("/src/linux-c/arch/x86/boot/bzImage", "cccc03"),
+        ]),
+        [
+            "6.1.0-test (linux-a/arch/x86/boot/bzImage)",
+            "6.1.0-test (linux-b/arch/x86/boot/bzImage)",
+            "6.1.0-test (linux-c/arch/x86/boot/bzImage)",
+        ]
+    );
+    // Only the group whose path differs is qualified by it.
+    let names = builds(&[("/a/bzImage", "aaaa01"), ("/b/bzImage", "bbbb02"), ("/b/bzImage", "cccc03")]);
+    assert_eq!(names[0], "6.1.0-test (a/bzImage)");
+    assert_eq!(names[1], "6.1.0-test (b/bzImage) (image bbbb02)");
+    assert_eq!(names[2], "6.1.0-test (b/bzImage) (image cccc03)");
+}
+
+#[test]
+fn one_path_rebuilt_is_told_apart_by_a_short_image_hash() {
+    assert_eq!(
+        builds(&[("/k/bzImage", "0123456789abcdef01"), ("/k/bzImage", "fedcba9876543210ff")]),
+        ["6.1.0-test (image 0123456789ab)", "6.1.0-test (image fedcba987654)"]
+    );
+    // Nothing differs: the position, as a last resort.
+    assert_eq!(builds(&[("/k/bzImage", "aaaa01"), ("/k/bzImage", "aaaa01")]), ["6.1.0-test #1", "6.1.0-test #2"]);
 }
 
 #[test]
@@ -547,4 +604,16 @@ fn over_a_negative_baseline_a_fall_is_a_fall() {
     let (lo, hi) = c.interval_pct.unwrap();
     assert!(c.change_pct < -9.0 && lo < hi && hi < 0.0, "{c:?}");
     assert_eq!(c.verdict, Verdict::Worse, "{c:?}");
+}
+
+/// A `bootbench local` document compared with a guest's boot: the accel
+/// difference is warned about, as any machine difference is.
+#[test]
+fn a_host_run_beside_a_guest_run_is_warned_about_its_accel() {
+    use crate::results::migration::{host_run_record, HOST_ACCEL};
+    let host = host_run_record(loads::runner::begin_document("local-1", None, None), None);
+    let mut guest = host.clone();
+    guest.machine.accel = "tcg".into();
+    let warned = super::compat::environment_warnings(&[("host", &[host][..]), ("guest", &[guest][..])]);
+    assert!(warned.iter().any(|w| w.contains("accel") && w.contains(HOST_ACCEL) && w.contains("tcg")), "{warned:?}");
 }

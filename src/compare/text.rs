@@ -1,10 +1,12 @@
 //! The plain-text comparison: the layout of the LKML reports bootbench
 //! reproduces (per workload, each kernel's metrics as % of the baseline ±
-//! the standard deviation in % of the baseline, baseline last at 100.00),
-//! followed by the table of changes with intervals, p-values and verdicts.
+//! the standard deviation in % of the baseline, baseline last at 100.00)
+//! and each boot's mean as a strip of eighth blocks, followed by the table
+//! of changes with intervals, p-values and verdicts.
 //! Formatting only.
 
 use super::{Change, MetricReport, Report};
+use crate::terminal_table::{range, strip, Align, TextTable};
 use loads::schema::Better;
 use std::fmt::Write;
 
@@ -103,6 +105,30 @@ fn cell(m: &MetricReport, k: usize) -> String {
     }
 }
 
+/// Each boot's mean of each metric as one eighth block, in boot order,
+/// per kernel, scaled over the metric's range across every kernel: a
+/// boot far from the others stands out.
+fn boot_strips(r: &Report, metrics: &[&MetricReport]) -> String {
+    let mut table = TextTable::new(&[Align::Left, Align::Left, Align::Left, Align::Left], &[], 2);
+    for m in metrics {
+        let Some((lo, hi)) = range(m.kernels.iter().flat_map(|f| f.per_boot.iter().map(|b| b.mean))) else {
+            continue;
+        };
+        for (k, f) in m.kernels.iter().enumerate() {
+            let means: Vec<f64> = f.per_boot.iter().map(|b| b.mean).collect();
+            let scale =
+                if k == 0 { format!("{} .. {} {}", fmt_value(lo), fmt_value(hi), m.unit) } else { String::new() };
+            let metric = if k == 0 { format!("{} {}", m.key.metric, arrow(m.better)) } else { String::new() };
+            table.row([metric, r.kernels[k].name.clone(), strip(&means, lo, hi), scale]);
+        }
+    }
+    let lines = table.lines("  ");
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!("\nPer boot, in boot order (lowest ▁ to highest █ of each metric):\n{}\n", lines.join("\n"))
+}
+
 /// The report as text.
 pub fn render(r: &Report) -> String {
     let mut out = String::new();
@@ -153,7 +179,6 @@ pub fn render(r: &Report) -> String {
             None => by_workload.push((&m.key.workload, vec![m])),
         }
     }
-    let name_width = r.kernels.iter().map(|k| k.name.len() + " (baseline)".len()).max().unwrap_or(8).max(28);
     let mut any_star = false;
     for (w, metrics) in &by_workload {
         let _ = writeln!(out, "\n{}", "*".repeat(RULE_WIDTH));
@@ -164,74 +189,81 @@ pub fn render(r: &Report) -> String {
         }
         let _ = writeln!(out, "{}", "=".repeat(RULE_WIDTH));
         for chunk in metrics.chunks(COLUMNS_PER_TABLE) {
-            let width = chunk.iter().map(|m| m.key.metric.len() + 6).max().unwrap_or(0).max(18);
-            let mut header = format!("{:<name_width$}", "Config");
-            for m in chunk {
-                let _ = write!(header, " {:<width$}", format!("{} {} (%)", m.key.metric, arrow(m.better)));
-            }
-            let _ = writeln!(out, "{}", header.trim_end());
-            let _ = writeln!(out, "{}", "-".repeat(RULE_WIDTH));
+            // The reference's narrowest columns; wider content widens them.
+            let mut mins = vec![28];
+            mins.extend(chunk.iter().map(|_| 18));
+            let mut table = TextTable::new(&vec![Align::Left; chunk.len() + 1], &mins, 1);
+            table.row(
+                std::iter::once("Config".to_string())
+                    .chain(chunk.iter().map(|m| format!("{} {} (%)", m.key.metric, arrow(m.better)))),
+            );
             // Candidates first, the baseline last, as in the reference.
             let order: Vec<usize> = (1..r.kernels.len()).chain(std::iter::once(0)).collect();
             for k in order {
                 let name = if k == 0 { format!("{} (baseline)", r.kernels[0].name) } else { r.kernels[k].name.clone() };
-                let mut line = format!("{name:<name_width$}");
-                for m in chunk {
-                    any_star |= !m.kernels[k].sd_between_boots;
-                    let _ = write!(line, " {:<width$}", cell(m, k));
+                any_star |= chunk.iter().any(|m| !m.kernels[k].sd_between_boots);
+                table.row(std::iter::once(name).chain(chunk.iter().map(|m| cell(m, k))));
+            }
+            table.row(
+                std::iter::once("  baseline mean".to_string())
+                    .chain(chunk.iter().map(|m| format!("{} {}", fmt_value(m.kernels[0].mean), m.unit))),
+            );
+            table.row(std::iter::once("  boots/iters (base, cand.)".to_string()).chain(chunk.iter().map(|m| {
+                m.kernels.iter().map(|f| format!("{}/{}", f.boots, f.iterations)).collect::<Vec<_>>().join(" ")
+            })));
+            for (i, line) in table.lines("").into_iter().enumerate() {
+                let _ = writeln!(out, "{line}");
+                if i == 0 {
+                    let _ = writeln!(out, "{}", "-".repeat(RULE_WIDTH));
                 }
-                let _ = writeln!(out, "{}", line.trim_end());
             }
-            let mut line = format!("{:<name_width$}", "  baseline mean");
-            for m in chunk {
-                let _ = write!(line, " {:<width$}", format!("{} {}", fmt_value(m.kernels[0].mean), m.unit));
-            }
-            let _ = writeln!(out, "{}", line.trim_end());
-            let mut line = format!("{:<name_width$}", "  boots/iters (base, cand.)");
-            for m in chunk {
-                let counts: Vec<String> = m.kernels.iter().map(|f| format!("{}/{}", f.boots, f.iterations)).collect();
-                let _ = write!(line, " {:<width$}", counts.join(" "));
-            }
-            let _ = writeln!(out, "{}", line.trim_end());
         }
+        out.push_str(&boot_strips(r, metrics));
     }
     if any_star {
         let _ = writeln!(out, "\n* a single boot: spread over its iterations, not between boots");
     }
 
     let _ = writeln!(out, "\nChanges against the baseline (boots/iterations: baseline vs candidate):");
-    let metric_width =
-        r.metrics.iter().map(|m| m.key.workload.name.len() + m.key.metric.len() + 4).max().unwrap_or(10).max(10);
-    let cand_width = r.kernels.iter().skip(1).map(|k| k.name.len()).max().unwrap_or(9).max(9);
-    let _ = writeln!(
-        out,
-        "{:<metric_width$} {:<cand_width$} {:>9}  {:<24} {:>6} {:>8} {:>8}  {:<9} {:>11} {:>11}",
-        "Metric", "Candidate", "Change", "Interval", "Conf.", "p", "p adj.", "Verdict", "Boots", "Iterations"
+    let mut table = TextTable::new(
+        &[
+            Align::Left,
+            Align::Left,
+            Align::Right,
+            Align::Left,
+            Align::Right,
+            Align::Right,
+            Align::Right,
+            Align::Left,
+            Align::Right,
+            Align::Right,
+        ],
+        &[],
+        2,
     );
+    table.row(["Metric", "Candidate", "Change", "Interval", "Conf.", "p", "p adj.", "Verdict", "Boots", "Iterations"]);
     let mut notes = Vec::new();
     for m in &r.metrics {
         for c in &m.changes {
-            let metric = format!("{} {} {}", m.key.workload.name, m.key.metric, arrow(m.better));
-            let _ = writeln!(
-                out,
-                "{:<metric_width$} {:<cand_width$} {:>9}  {:<24} {:>5.1}% {:>8} {:>8}  {:<9} {:>11} {:>11}",
-                metric,
-                r.kernels[c.candidate].name,
+            table.row([
+                format!("{} {} {}", m.key.workload.name, m.key.metric, arrow(m.better)),
+                r.kernels[c.candidate].name.clone(),
                 fmt_pct(c.change_pct),
                 fmt_interval(c),
-                100.0 * c.interval_confidence,
+                format!("{:.1}%", 100.0 * c.interval_confidence),
                 fmt_p(c.p_value),
                 fmt_p(c.p_adjusted),
                 c.verdict.to_string(),
                 format!("{} v {}", c.boots.0, c.boots.1),
                 format!("{} v {}", c.iterations.0, c.iterations.1),
-            );
+            ]);
             if let Some(n) = &c.note {
                 notes
                     .push(format!("  {} {} ({}): {n}", m.key.workload.name, m.key.metric, r.kernels[c.candidate].name));
             }
         }
     }
+    out.push_str(&table.render(""));
     if !notes.is_empty() {
         let _ = writeln!(out, "Notes:");
         for n in notes {
@@ -282,6 +314,44 @@ mod tests {
         assert!(t.contains("Holm"), "{t}");
         let row = lines.iter().find(|l| l.starts_with("fork fork_rate")).unwrap();
         assert!(row.contains("+2.13%") && row.contains("3 v 3") && row.contains("6 v 6"), "{row}");
+    }
+
+    #[test]
+    fn an_outlier_boot_stands_out_in_its_strip() {
+        let base = GroupInput {
+            name: "base".into(),
+            source: "a.json".into(),
+            boots: fork_boots(0, "", "aaaa", &[&[100.0], &[100.2], &[99.9], &[100.1]]),
+        };
+        let cand = GroupInput {
+            name: "名前 ↑".into(),
+            source: "b.json".into(),
+            boots: fork_boots(4, "", "bbbb", &[&[100.1], &[140.0], &[100.0], &[99.8]]),
+        };
+        let r = compare(&base, &[cand], Settings::default(), None, false).unwrap();
+        let t = render(&r);
+        let strip_of = |name: &str| -> Vec<char> {
+            let line = t.lines().find(|l| l.contains("fork_rate ↑") && l.contains("..")).unwrap_or("");
+            let line = if name == "base" { line } else { t.lines().skip_while(|l| *l != line).nth(1).unwrap_or("") };
+            line.split_whitespace()
+                .find(|w| w.chars().all(|c| ('▁'..='█').contains(&c)))
+                .unwrap_or("")
+                .chars()
+                .collect()
+        };
+        let (b, c) = (strip_of("base"), strip_of("cand"));
+        assert_eq!((b.len(), c.len()), (4, 4), "{t}");
+        assert_eq!(c[1], '█', "{t}");
+        assert!(b.iter().chain([c[0], c[2], c[3]].iter()).all(|x| *x == '▁'), "{t}");
+        // Every line of the changes table has its columns where the
+        // header has them, by display width.
+        let head = t.lines().position(|l| l.starts_with("Metric")).unwrap();
+        let col = |l: &str| {
+            let i = l.find("名前 ↑").unwrap_or(l.find("Candidate").unwrap_or(0));
+            crate::terminal_table::display_width(&l[..i])
+        };
+        let rows: Vec<&str> = t.lines().skip(head).take(3).collect();
+        assert!(rows.iter().all(|l| col(l) == col(rows[0])), "{rows:#?}");
     }
 
     #[test]

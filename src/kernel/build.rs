@@ -405,22 +405,17 @@ fn run(mut cmd: Command, dir: &Path, quiet: bool) -> Result<String, BuildError> 
             detail: format!(":\n{tail}"),
         });
     }
-    // The compile's messages are the user's to read; on stdout they would
-    // mix with what bootbench prints there.
-    let status = cmd
-        .stdout(std::io::stderr())
-        .stderr(Stdio::inherit())
-        .status()
+    // The compile's messages are the user's to read: streamed to stderr (on
+    // stdout they would mix with what bootbench prints there), or on a
+    // terminal summed up by a spinner, their tail kept for a failure.
+    let (status, tail) = crate::terminal::run_with_steps(&mut cmd, &shown, 20)
         .map_err(|source| BuildError::Spawn { command: shown.clone(), source })?;
     if status.success() {
         Ok(String::new())
     } else {
-        Err(BuildError::Step {
-            command: shown,
-            status: status.to_string(),
-            dir: dir.into(),
-            detail: " (its messages are above)".into(),
-        })
+        let detail =
+            if tail.is_empty() { " (its messages are above)".to_string() } else { format!(":\n{}", tail.join("\n")) };
+        Err(BuildError::Step { command: shown, status: status.to_string(), dir: dir.into(), detail })
     }
 }
 
@@ -457,7 +452,7 @@ fn check_config(config: &KernelConfig, arch: Arch, build_dir: &Path) -> Result<(
 }
 
 fn log(message: std::fmt::Arguments<'_>) {
-    eprintln!("kernel build: {message}");
+    log::info!("{message}");
 }
 
 #[cfg(test)]

@@ -281,6 +281,16 @@ impl CheckReport {
         !self.findings.iter().any(|f| matches!(f.verdict, Verdict::Missing | Verdict::ModuleNotAllowed))
     }
 
+    /// The options the appliance needs that the config lacks (or builds
+    /// as a module where only built in works), as `CONFIG_NAME`.
+    pub fn missing(&self) -> Vec<String> {
+        self.findings
+            .iter()
+            .filter(|f| matches!(f.verdict, Verdict::Missing | Verdict::ModuleNotAllowed))
+            .map(|f| format!("CONFIG_{}", f.requirement.option))
+            .collect()
+    }
+
     /// The modules that must be packed into the image.
     pub fn modules(&self) -> Vec<&'static str> {
         self.findings.iter().filter(|f| f.verdict == Verdict::Module).filter_map(|f| f.requirement.module).collect()
@@ -319,12 +329,7 @@ impl CheckReport {
         }
         let ok = self.findings.iter().filter(|f| f.verdict == Verdict::Ok).count();
         let _ = writeln!(out, "{ok} of {} options as needed", self.findings.len());
-        let missing: Vec<String> = self
-            .findings
-            .iter()
-            .filter(|f| matches!(f.verdict, Verdict::Missing | Verdict::ModuleNotAllowed))
-            .map(|f| format!("CONFIG_{}", f.requirement.option))
-            .collect();
+        let missing = self.missing();
         if missing.is_empty() {
             let modules = self.modules();
             if modules.is_empty() {

@@ -94,7 +94,7 @@ pub fn source_tree(package: &str, cache_root: &Path) -> Result<PathBuf, SourceEr
 
     if let Some(version) = fetch::candidate_version(arch, package) {
         if let Some(tree) = complete_tree(&dir.join(entry_name(package, &version))) {
-            eprintln!("kernel source: {package} {version} is already in {}", tree.display());
+            log::info!("{package} {version} is already in {}", tree.display());
             return Ok(tree);
         }
     }
@@ -114,7 +114,7 @@ fn download_and_unpack(arch: DebianArch, package: &str, dir: &Path, temp: &Path)
     if let Some(tree) = complete_tree(&entry) {
         return Ok(tree);
     }
-    eprintln!("kernel source: downloaded {package} {version} in {:.1} s", started.elapsed().as_secs_f64());
+    log::info!("downloaded {package} {version} in {:.1} s", started.elapsed().as_secs_f64());
 
     let unpacked = temp.join("deb-contents");
     run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked))?;
@@ -153,7 +153,7 @@ fn download_and_unpack(arch: DebianArch, package: &str, dir: &Path, temp: &Path)
     }
     fs::rename(&tree_parent, &entry).map_err(|source| io("move into place", &entry, source))?;
     let tree = entry.join(top_name);
-    eprintln!("kernel source: unpacked in {:.1} s: {}", started.elapsed().as_secs_f64(), tree.display());
+    log::info!("unpacked in {:.1} s: {}", started.elapsed().as_secs_f64(), tree.display());
     Ok(tree)
 }
 

@@ -207,9 +207,9 @@ impl PackMount {
             match umount2(&dir, MntFlags::MNT_DETACH) {
                 Ok(()) => {
                     let _ = std::fs::remove_dir(&dir);
-                    eprintln!("local: interrupted; unmounted the userland pack at {}", dir.display());
+                    log::info!("interrupted; unmounted the userland pack at {}", dir.display());
                 }
-                Err(e) => eprintln!("local: interrupted; cannot unmount the userland pack at {}: {e}", dir.display()),
+                Err(e) => log::warn!("interrupted; cannot unmount the userland pack at {}: {e}", dir.display()),
             }
         }));
         Ok(m)
@@ -269,7 +269,7 @@ impl PackMount {
 impl Drop for PackMount {
     fn drop(&mut self) {
         if let Err(e) = self.undo() {
-            eprintln!("local: {}", loads::error_chain::error_chain(&e));
+            log::warn!("{}", loads::error_chain::error_chain(&e));
         }
     }
 }

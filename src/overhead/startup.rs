@@ -351,9 +351,12 @@ pub fn compare(inputs: &StartupInputs) -> anyhow::Result<(String, bool)> {
             compression,
             &inputs.work_dir.join(format!("trivial.cpio{}", compression.extension())),
         )?;
-        eprintln!(
-            "overhead: {compression} images: bootbench {} bytes (init {}), trivial {} bytes (init {})",
-            bb.bytes, bb.init_bytes, tr.bytes, tr.init_bytes
+        log::info!(
+            "{compression} images: bootbench {} bytes (init {}), trivial {} bytes (init {})",
+            bb.bytes,
+            bb.init_bytes,
+            tr.bytes,
+            tr.init_bytes
         );
         figures.push(CompressionFigures {
             compression,
@@ -372,13 +375,13 @@ pub fn compare(inputs: &StartupInputs) -> anyhow::Result<(String, bool)> {
             // A B A B ...: bootbench, then the trivial init, each compression.
             for trivial in [false, true] {
                 let which = if trivial { "trivial" } else { "bootbench" };
-                eprintln!("overhead: start-up round {} of {}, {} {which}", round + 1, inputs.rounds, f.compression);
+                log::info!("start-up round {} of {}, {} {which}", round + 1, inputs.rounds, f.compression);
                 let record = boot_once(&run, if trivial { tr } else { bb })?;
                 let got = if trivial { trivial_figures(&record) } else { bootbench_figures(&record) };
                 match got {
                     Ok(b) if trivial => {
-                        eprintln!(
-                            "overhead: trivial init at {:.6} s, then a clean power-off (no result stream is expected)",
+                        log::info!(
+                            "trivial init at {:.6} s, then a clean power-off (no result stream is expected)",
                             b.guest_s
                         );
                         f.trivial.push(b);
@@ -386,7 +389,7 @@ pub fn compare(inputs: &StartupInputs) -> anyhow::Result<(String, bool)> {
                     Ok(b) => f.bootbench.push(b),
                     Err(why) => {
                         all_ok = false;
-                        eprintln!("overhead: {} {why}", f.compression);
+                        log::info!("{} {why}", f.compression);
                     }
                 }
                 file.boots.push(record);
@@ -396,7 +399,7 @@ pub fn compare(inputs: &StartupInputs) -> anyhow::Result<(String, bool)> {
     if let Some(dir) = &inputs.output {
         let path = dir.join("overhead-startup.json");
         file.write(&path)?;
-        eprintln!("overhead: wrote {}", path.display());
+        log::info!("wrote {}", path.display());
     }
     let what = format!(
         "clock {}, {} vCPU, {} round(s) interleaved, kernel {}",

@@ -177,7 +177,7 @@ pub struct BuiltPack {
 }
 
 fn log(message: std::fmt::Arguments<'_>) {
-    eprintln!("pack: {message}");
+    log::info!("{message}");
 }
 
 /// `bootbench pack lock`: installs the target's packages unpinned and

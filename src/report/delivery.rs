@@ -6,23 +6,17 @@ use std::path::Path;
 
 /// Writes a report to `output` (or stdout). The warnings also go to stderr
 /// when the body is not the text table or goes to a file, so differences
-/// in the machines never hide inside a file. `tool` prefixes the messages.
-pub fn deliver(
-    tool: &str,
-    body: &str,
-    warnings: &[String],
-    not_text: bool,
-    output: Option<&Path>,
-) -> anyhow::Result<()> {
+/// in the machines never hide inside a file.
+pub fn deliver(body: &str, warnings: &[String], not_text: bool, output: Option<&Path>) -> anyhow::Result<()> {
     if not_text || output.is_some() {
         for w in warnings {
-            eprintln!("{tool}: WARNING: {w}");
+            log::warn!("{w}");
         }
     }
     match output {
         Some(p) => {
             std::fs::write(p, body).with_context(|| format!("cannot write {}", p.display()))?;
-            eprintln!("{tool}: wrote {}", p.display());
+            log::info!("wrote {}", p.display());
         }
         None => print!("{body}"),
     }
@@ -37,10 +31,10 @@ mod tests {
     fn a_report_goes_to_its_file_and_an_unwritable_one_is_named() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("r.txt");
-        deliver("compare", "table\n", &["arch differs".into()], false, Some(&out)).unwrap();
+        deliver("table\n", &["arch differs".into()], false, Some(&out)).unwrap();
         assert_eq!(std::fs::read_to_string(&out).unwrap(), "table\n");
         let bad = dir.path().join("no/such/dir/r.txt");
-        let e = format!("{:#}", deliver("compare", "x", &[], true, Some(&bad)).unwrap_err());
+        let e = format!("{:#}", deliver("x", &[], true, Some(&bad)).unwrap_err());
         assert!(e.contains("cannot write") && e.contains("no/such/dir"), "{e}");
     }
 }

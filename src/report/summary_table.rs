@@ -4,6 +4,7 @@
 //! boots are the unit of replication.
 
 use crate::results::BootRecord;
+use crate::terminal_table::{Align, TextTable};
 use loads::schema::{Better, RunDocument};
 use statrs::statistics::Statistics;
 use std::collections::BTreeMap;
@@ -85,11 +86,10 @@ fn fmt_num(v: f64) -> String {
 }
 
 fn render_metrics(out: &mut String, samples: &BTreeMap<(String, String), MetricSamples>) {
-    let _ = writeln!(
-        out,
-        "  {:<10} {:<16} {:>12} {:>10} {:>7} {:<9} {:>7} iters (sd over)",
-        "workload", "metric", "mean", "stddev", "cv%", "unit", "boots"
-    );
+    use Align::{Left, Right};
+    let mut table =
+        TextTable::new(&[Left, Left, Right, Right, Right, Left, Right, Left], &[10, 16, 12, 10, 7, 9, 7], 1);
+    table.row(["workload", "metric", "mean", "stddev", "cv%", "unit", "boots", "iters (sd over)"]);
     for ((workload, metric), s) in samples {
         let Some(sum) = summarise(&s.per_boot) else { continue };
         let better = match s.better {
@@ -97,20 +97,18 @@ fn render_metrics(out: &mut String, samples: &BTreeMap<(String, String), MetricS
             Some(Better::Lower) => "↓",
             None => "",
         };
-        let _ = writeln!(
-            out,
-            "  {:<10} {:<16} {:>12} {:>10} {:>7} {:<9} {:>7} {} ({})",
-            workload,
+        table.row([
+            workload.clone(),
             format!("{metric} {better}"),
             fmt_num(sum.mean),
             fmt_num(sum.stddev),
             if sum.cv_pct.is_finite() { format!("{:.2}", sum.cv_pct) } else { "-".into() },
-            s.unit,
-            sum.boots,
-            sum.iterations,
-            if sum.between_boots { "boots" } else { "iterations" }
-        );
+            s.unit.clone(),
+            sum.boots.to_string(),
+            format!("{} ({})", sum.iterations, if sum.between_boots { "boots" } else { "iterations" }),
+        ]);
     }
+    out.push_str(&table.render("  "));
 }
 
 /// The table for one local run.
@@ -209,5 +207,22 @@ mod tests {
         assert_eq!(two.iterations, 4);
         assert!(summarise(&[vec![]]).is_none());
         assert!(summarise(&[vec![5.0]]).unwrap().stddev.is_nan());
+    }
+
+    #[test]
+    fn columns_line_up_past_arrows_and_wide_names() {
+        use crate::compare::test_fixtures::{doc, fork_workload};
+        use unicode_width::UnicodeWidthStr;
+        let mut w = fork_workload(1000, &[1.5]);
+        w.iterations[0].metrics.clear();
+        w.iterations[0].metrics.insert("rate".into(), loads::schema::Metric::higher(1.5, "ops/s"));
+        w.iterations[0].metrics.insert("latency_名前".into(), loads::schema::Metric::lower(1.5, "µs"));
+        let doc = doc(vec![w]);
+        let text = render_document(&doc);
+        let lines: Vec<&str> = text.lines().skip(1).take(3).collect();
+        // The unit column starts at the same display column on every line.
+        let at = |l: &str, word: &str| l.find(word).map(|i| l[..i].width());
+        let units = [at(lines[0], "unit"), at(lines[1], "µs"), at(lines[2], "ops/s")];
+        assert!(units.iter().all(|u| u.is_some() && *u == units[0]), "{text}");
     }
 }

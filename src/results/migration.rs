@@ -154,6 +154,72 @@ pub fn read_results(path: &Path) -> Result<ResultsFile, MigrationError> {
     migrate_results(value, &origin)
 }
 
+/// Reads what the analysis commands (`compare`, `report`,
+/// `contest-report`, `calibrate`) take: a results file written by
+/// `bootbench run -o`, or the document `bootbench local -o` writes (a
+/// guest document, with the userland pack beside its fields), which is
+/// read as a results file of one boot on this host ([`host_run_record`]).
+/// `upload` keeps to [`read_results`]: a local document is not an
+/// envelope to store.
+pub fn read_results_or_local(path: &Path) -> Result<ResultsFile, MigrationError> {
+    let text = std::fs::read_to_string(path).map_err(|source| MigrationError::Read { path: path.into(), source })?;
+    let origin = path.display().to_string();
+    let mut value: Value =
+        serde_json::from_str(&text).map_err(|source| MigrationError::NotResults { origin: origin.clone(), source })?;
+    let is_document = value.get("format").is_none() && value.get("schema_version").is_some();
+    if !is_document {
+        return migrate_results(value, &origin);
+    }
+    let pack = match value.as_object_mut().and_then(|o| o.remove("pack")) {
+        None | Some(Value::Null) => None,
+        Some(p) => Some(
+            serde_json::from_value(p)
+                .map_err(|source| MigrationError::NotResults { origin: format!("{origin}: its pack"), source })?,
+        ),
+    };
+    let doc = migrate_document(value, &format!("{origin} (a bootbench local document)"))?;
+    Ok(ResultsFile { boots: vec![host_run_record(doc, pack)], ..ResultsFile::default() })
+}
+
+/// The accel mode of a run on the host itself (`bootbench local`): no
+/// virtual machine, so `compare` warns when it meets a guest's boots.
+pub const HOST_ACCEL: &str = "none (host)";
+
+/// A `bootbench local` document as one boot of a results file: the
+/// machine and kernel are the host's, as the document's provenance says;
+/// there is no QEMU, initramfs or console.
+pub fn host_run_record(doc: RunDocument, pack: Option<crate::results::pack::PackRecord>) -> crate::results::BootRecord {
+    use crate::results::{BootInfo, BootRecord, KernelRef, MachineShape};
+    let p = &doc.provenance;
+    let kernel = KernelRef {
+        path: PathBuf::new(),
+        image_sha256: p.kernel.image_sha256.clone().unwrap_or_default(),
+        config_sha256: p.kernel.config_sha256.clone(),
+        package: Some(format!("the host's running kernel {} (bootbench local)", p.kernel.release)),
+        release: Some(p.kernel.release.clone()),
+    };
+    let machine = MachineShape {
+        arch: p.machine.arch.clone(),
+        smp: p.machine.cpus,
+        mem_mib: p.machine.mem_bytes >> 20,
+        cpu: None,
+        accel: HOST_ACCEL.into(),
+        accel_reason: "bootbench local: the workloads ran on the host, without a virtual machine".into(),
+        machine_type: None,
+        cpu_model: Some(p.machine.cpu_model.clone()).filter(|m| !m.is_empty()),
+    };
+    let boot = BootInfo { classification: "ok".into(), ..BootInfo::default() };
+    BootRecord {
+        cmdline: p.kernel.cmdline.clone(),
+        kernel,
+        machine,
+        boot,
+        result: Some(doc),
+        pack,
+        ..BootRecord::default()
+    }
+}
+
 /// Reads a results file's JSON, migrating every boot's guest document:
 /// what [`read_results`] does after reading the file, and what the results
 /// store does with an envelope it receives or reads back. `origin` names
@@ -269,5 +335,37 @@ mod tests {
         assert!(matches!(read_results(&p), Err(MigrationError::Envelope { version: 9, .. })));
         std::fs::write(&p, "{").unwrap();
         assert!(matches!(read_results(&p), Err(MigrationError::NotResults { .. })));
+    }
+
+    #[test]
+    fn a_local_document_reads_as_one_host_boot_with_its_pack_and_an_envelope_is_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut doc = current_doc();
+        doc.provenance.kernel.release = "6.1.0-host".into();
+        doc.provenance.machine.cpus = 8;
+        doc.provenance.machine.mem_bytes = 16 << 30;
+        let mut v = serde_json::to_value(&doc).unwrap();
+        v["pack"] = serde_json::json!({"image": "/p.img", "image_sha256": "ab", "image_bytes": 5});
+        let local = dir.path().join("local.json");
+        std::fs::write(&local, v.to_string()).unwrap();
+        let f = read_results_or_local(&local).unwrap();
+        assert_eq!(f.boots.len(), 1);
+        let b = &f.boots[0];
+        assert_eq!(b.result.as_ref(), Some(&doc));
+        assert_eq!((b.machine.accel.as_str(), b.machine.smp, b.machine.mem_mib), (HOST_ACCEL, 8, 16 << 10));
+        assert_eq!(b.kernel.release.as_deref(), Some("6.1.0-host"));
+        assert_eq!(b.boot.classification, "ok");
+        assert_eq!(b.pack.as_ref().map(|p| p.image_bytes), Some(5));
+        // `upload` keeps to envelopes.
+        assert!(matches!(read_results(&local), Err(MigrationError::Envelope { .. })));
+        let env = dir.path().join("run.json");
+        let file = ResultsFile { boots: vec![b.clone()], ..ResultsFile::default() };
+        std::fs::write(&env, serde_json::to_string(&file).unwrap()).unwrap();
+        assert_eq!(read_results_or_local(&env).unwrap(), file);
+        // A document of a newer schema is refused, naming the file.
+        v["schema_version"] = (SCHEMA_VERSION + 1).into();
+        std::fs::write(&local, v.to_string()).unwrap();
+        let e = read_results_or_local(&local).unwrap_err().to_string();
+        assert!(e.contains("local.json") && e.contains("newer"), "{e}");
     }
 }

@@ -71,7 +71,9 @@ pub struct KernelRef {
     /// sha256 of its config, when a config was found beside it.
     #[serde(default)]
     pub config_sha256: Option<String>,
-    /// Debian package and exact version, for fetched kernels.
+    /// Where the kernel came from: the Debian package and exact version
+    /// of a fetched kernel, the source of one `bootbench kernel build`
+    /// built, or `tree DIR (git COMMIT)` for a `--kernel` tree.
     #[serde(default)]
     pub package: Option<String>,
     /// Kernel release, when known on the host.

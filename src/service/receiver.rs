@@ -501,7 +501,7 @@ async fn put_run(
             .unwrap_or_default();
         // The id is the client's, refused ones included: escaped, so that
         // it cannot forge or break log lines.
-        eprintln!("{prefix}PUT /runs/{} from {peer}{attempt}: {} {note}", id.escape_debug(), resp.status().as_u16());
+        log::info!("{prefix}PUT /runs/{} from {peer}{attempt}: {} {note}", id.escape_debug(), resp.status().as_u16());
     }
     resp
 }
@@ -595,7 +595,7 @@ async fn store_upload(
 /// them, and the path tells it where the host keeps its files); the
 /// receiver's log gets the whole error.
 fn store_error(e: &StoreError) -> Response {
-    eprintln!("serve: results store error: {}", chain(e));
+    log::error!("results store error: {}", chain(e));
     if e.is_full() {
         error(StatusCode::INSUFFICIENT_STORAGE, "the results store is full; retry later")
     } else {

@@ -15,25 +15,29 @@ pub const HOST_LAYERS: &[(&str, &[&str])] = &[
     // The bottom: data and pure computations.
     ("results", &[]),
     ("stats", &[]),
+    ("terminal_table", &[]),
+    ("html_page", &[]),
     ("suite_choice", &[]),
     ("apt_sources", &[]),
     ("interrupt", &[]),
-    ("kernel", &["apt_sources"]),
+    // What the commands say on stderr: log lines and progress bars.
+    ("terminal", &[]),
+    ("kernel", &["apt_sources", "terminal"]),
     ("pack", &["apt_sources", "results"]),
     ("local", &["results", "pack", "interrupt"]),
     ("saved_upload", &["results"]),
     // The results service, the top of its own corner.
     ("service", &["results"]),
     // Statistics over results, and reports.
-    ("compare", &["results", "stats"]),
-    ("report", &["results", "stats", "compare"]),
+    ("compare", &["results", "stats", "terminal_table", "html_page"]),
+    ("report", &["results", "stats", "compare", "terminal_table", "html_page"]),
     ("nbench_compat", &["stats"]),
     // Booting kernels.
-    ("boot", &["results", "kernel", "suite_choice", "service", "pack", "interrupt"]),
+    ("boot", &["results", "kernel", "suite_choice", "service", "pack", "interrupt", "terminal"]),
     // What is built on booting and on the statistics.
-    ("calibration", &["results", "stats", "compare", "boot"]),
+    ("calibration", &["results", "stats", "compare", "boot", "terminal_table"]),
     ("overhead", &["results", "kernel", "suite_choice", "boot"]),
-    ("bisect", &["results", "kernel", "suite_choice", "boot", "stats", "interrupt"]),
+    ("bisect", &["results", "kernel", "suite_choice", "boot", "stats", "interrupt", "terminal"]),
     ("group_inputs", &["results", "compare", "report", "service"]),
     // The config file: fills the option structs of the commands above.
     ("settings", &["boot", "kernel", "bisect"]),

@@ -293,3 +293,40 @@ pub fn copy_kernel_build(k: &FetchedKernel) -> String {
         k.config().display()
     )
 }
+
+/// Lays out the cached Debian kernel `k` at `dir` as a kernel tree built
+/// in place: `.config`, `arch/x86/boot/bzImage`, the release in
+/// `include/config/kernel.release`, each module at its tree path (a
+/// symlink to the cached file) with `modules.order` and `modules.builtin`
+/// as the build writes them (no `kernel/` prefix). Returns `dir`'s
+/// canonical path.
+pub fn debian_kernel_as_built_tree(k: &FetchedKernel, dir: &Path) -> PathBuf {
+    let put = |rel: &str, from: &Path| {
+        let to = dir.join(rel);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, &to).unwrap_or_else(|e| panic!("cannot copy {} to {}: {e}", from.display(), to.display()));
+    };
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("Makefile"), "VERSION = 6\n").unwrap();
+    std::fs::write(dir.join("Kconfig"), "mainmenu \"Linux/$(ARCH) $(KERNELVERSION) Kernel Configuration\"\n").unwrap();
+    put(".config", &k.config());
+    put("arch/x86/boot/bzImage", &k.image());
+    std::fs::create_dir_all(dir.join("include/config")).unwrap();
+    std::fs::write(dir.join("include/config/kernel.release"), format!("{}\n", k.info.release)).unwrap();
+    let modules = k.modules_dir();
+    let strip = |l: &str| l.trim().strip_prefix("kernel/").unwrap_or(l.trim()).to_string();
+    let order = std::fs::read_to_string(modules.join("modules.order")).unwrap();
+    let mut tree_order = String::new();
+    for line in order.lines().filter(|l| !l.trim().is_empty()) {
+        let rel = strip(line);
+        let to = dir.join(&rel);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(modules.join(line.trim()), &to).unwrap();
+        tree_order.push_str(&rel);
+        tree_order.push('\n');
+    }
+    std::fs::write(dir.join("modules.order"), tree_order).unwrap();
+    let builtin = std::fs::read_to_string(modules.join("modules.builtin")).unwrap_or_default();
+    std::fs::write(dir.join("modules.builtin"), builtin).unwrap();
+    std::fs::canonicalize(dir).unwrap()
+}

@@ -188,12 +188,20 @@ fn compressed_and_big_endian_modules() {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     gz.write_all(&ko("gzdep", "")).unwrap();
     put(tmp.path(), "kernel/gzdep.ko.gz", &gz.finish().unwrap());
-    put(tmp.path(), "kernel/xzed.ko.xz", b"\xfd7zXZ\0");
+    let mut xz = Vec::new();
+    lzma_rs::xz_compress(&mut &ko("xzed", "xzdep")[..], &mut xz).unwrap();
+    put(tmp.path(), "kernel/xzed.ko.xz", &xz);
+    let mut xz = Vec::new();
+    lzma_rs::xz_compress(&mut &ko("xzdep", "")[..], &mut xz).unwrap();
+    put(tmp.path(), "kernel/xzdep.ko.xz", &xz);
+    put(tmp.path(), "kernel/truncated.ko.xz", b"\xfd7zXZ\0");
     let tree = ModuleTree::open(tmp.path()).unwrap();
     assert_eq!(names(&tree.resolve(&["ibmvnic"]).unwrap()), ["zdep", "gzdep", "ibmvnic"]);
-    let err = tree.resolve(&["xzed"]).unwrap_err();
-    assert!(err.to_string().starts_with("compressed module not supported: "), "{err}");
-    assert!(err.to_string().contains("xzed.ko.xz"), "{err}");
+    assert_eq!(names(&tree.resolve(&["xzed"]).unwrap()), ["xzdep", "xzed"]);
+    assert_eq!(read_depends(&tmp.path().join("kernel/xzed.ko.xz")).unwrap(), ["xzdep"]);
+    let err = tree.resolve(&["truncated"]).unwrap_err();
+    assert!(err.to_string().starts_with("cannot read module "), "{err}");
+    assert!(err.to_string().contains("truncated.ko.xz"), "{err}");
 }
 
 #[test]

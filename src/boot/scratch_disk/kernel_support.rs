@@ -113,8 +113,8 @@ pub fn for_kernel(
 ) -> Result<KernelStorage, ScratchDiskError> {
     let Some(config) = config else {
         if plan.any_storage() || plan.pack {
-            eprintln!(
-                "run: no kernel config found: assuming virtio_blk, ext4, zram and the schedulers are built in, 4 KiB pages"
+            log::info!(
+                "no kernel config found: assuming virtio_blk, ext4, zram and the schedulers are built in, 4 KiB pages"
             );
         }
         return Ok(KernelStorage { early_modules: Vec::new(), page_size: 4096 });

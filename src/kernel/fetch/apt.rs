@@ -197,6 +197,10 @@ impl Apt {
         doing: &str,
         resolved: &Resolved,
     ) -> Result<PathBuf, FetchError> {
+        // apt-get draws no progress when its output is captured: a bar
+        // follows the bytes landing in `dir`, of the size the index gives.
+        let size = self.show(spec).ok().and_then(|record| field(&record, "Size").and_then(|s| s.parse().ok()));
+        let _bar = crate::terminal::DirectoryBytes::follow(dir, size, doing.to_string());
         self.run("apt-get", &["download", spec], Some(dir), doing)?;
         single_deb(dir, resolved)
     }

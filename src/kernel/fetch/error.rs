@@ -105,5 +105,5 @@ pub enum FetchError {
 
 /// Prints a progress line of the fetch on stderr.
 pub(super) fn log(message: std::fmt::Arguments<'_>) {
-    eprintln!("bootbench: kernel: {message}");
+    log::info!("{message}");
 }

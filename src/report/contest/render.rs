@@ -2,10 +2,17 @@
 //! per row a `R:` header, `Kernel [runs] Time CPU% Loads LCPU% Ratio`, one
 //! line per kernel), as Markdown, and as JSON. Formatting only: every
 //! figure comes from [`ContestReport`].
+//!
+//! The text keeps its own layout rather than a table crate's: a kernel
+//! without figures has a text (`error: ...`, `not measured`) running on
+//! from its `[runs]` across the figure columns, which no table crate
+//! spans without widening or wrapping those columns. It pads by display
+//! width ([`crate::terminal_table`]), as the tables do.
 
 use super::{Column, ContestReport, RatioBase, RowEntry, RowState, RowTable};
 use crate::compare::text::params_words;
 use crate::stats::fieller::RatioInterval;
+use crate::terminal_table::{display_width, pad_left, pad_right};
 use anyhow::bail;
 use std::fmt::Write;
 
@@ -152,10 +159,12 @@ fn text_block(out: &mut String, t: &RowTable, next_note: &mut usize, intervals: 
     }
     let header: Vec<String> =
         HEADER.iter().map(|h| h.to_string()).chain(intervals.then(|| RATIO_INTERVAL.to_string())).collect();
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    // Measured in display columns: a name with an arrow, an accent or a
+    // wide character takes the columns it shows in.
+    let mut widths: Vec<usize> = header.iter().map(|h| display_width(h)).collect();
     for (cells, _) in &lines {
         for (w, c) in widths.iter_mut().zip(cells) {
-            *w = (*w).max(c.chars().count());
+            *w = (*w).max(display_width(c));
         }
     }
     let render = |cells: &[String], tail: Option<&str>| {
@@ -163,7 +172,7 @@ fn text_block(out: &mut String, t: &RowTable, next_note: &mut usize, intervals: 
         for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
             // The name reads left to right, the figures line up on their
             // last digit.
-            parts.push(if i == 0 { format!("{c:<w$}") } else { format!("{c:>w$}") });
+            parts.push(if i == 0 { pad_right(c, *w) } else { pad_left(c, *w) });
         }
         if let Some(t) = tail {
             parts.push(t.to_string());
@@ -194,9 +203,9 @@ pub fn text(r: &ContestReport) -> String {
         let _ = writeln!(out, "contest parameters: {p}");
     }
     let _ = writeln!(out, "\nLoad units:");
-    let width = r.rows.iter().map(|t| t.row.len()).max().unwrap_or(0);
+    let width = r.rows.iter().map(|t| display_width(&t.row)).max().unwrap_or(0);
     for t in &r.rows {
-        let _ = writeln!(out, "  {:<width$}  {}", t.row, units_of(t));
+        let _ = writeln!(out, "  {}  {}", pad_right(&t.row, width), units_of(t));
     }
     let _ = writeln!(out, "\nKernels:");
     for k in &r.kernels {

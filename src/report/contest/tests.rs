@@ -83,6 +83,21 @@ ext4 on /dev/vda (2048 MiB), scheduler mq-deadline, swap /dev/vdb (512 MiB)
 }
 
 #[test]
+fn contest_columns_line_up_past_wide_kernel_names() {
+    use unicode_width::UnicodeWidthStr;
+    let mut kernels = two_kernels();
+    kernels[1].name = "名前 ↑ é".into();
+    let r = build(&kernels, &settings(RatioBase::Baseline)).unwrap();
+    let text = render::text(&r);
+    let block: Vec<&str> = text.lines().skip(1).take(3).collect();
+    // Every line of a block is as wide as its header, and `[runs]`'s
+    // figure ends where the header's `[runs]` does.
+    let end_of = |l: &str, word: &str| l.find(word).map(|i| l[..i + word.len()].width());
+    assert!(block.iter().all(|l| l.width() == block[0].width()), "{text}");
+    assert_eq!(end_of(block[0], "[runs]"), end_of(block[2], "名前 ↑ é       2"), "{text}");
+}
+
+#[test]
 fn contest_ratio_over_the_baseline_kernels_no_load() {
     let r = build(&two_kernels(), &settings(RatioBase::Baseline)).unwrap();
     assert_eq!(r.baseline, "base");

@@ -1,0 +1,273 @@
+//! What the host commands say on stderr: log lines through one facade
+//! (the `log` crate, printed by `env_logger` as `COMMAND: message`, with
+//! `warning:`/`error:`/`debug:` before the message at those levels) and
+//! progress bars (`indicatif`) drawn above them. The level comes from the
+//! global `-q`/`-v` flags; progress is drawn only when stderr is a
+//! terminal and the level is at least `info`, so logs and pipes get the
+//! log lines alone, never a bar's escape sequences.
+//!
+//! Every module logs with `log::info!` and friends and asks this module
+//! for a bar; none prints to stderr itself.
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use log::{Level, LevelFilter};
+use std::io::Write;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+pub mod progress;
+
+/// Errors setting up the terminal output.
+#[derive(Debug, thiserror::Error)]
+pub enum TerminalError {
+    /// A logger was installed already (a second `init` in one process).
+    #[error("the logger is already set up")]
+    AlreadySet(#[source] log::SetLoggerError),
+}
+
+static BARS: OnceLock<MultiProgress> = OnceLock::new();
+
+/// The bars of this process: hidden until [`init`] shows them.
+fn bars() -> &'static MultiProgress {
+    BARS.get_or_init(|| MultiProgress::with_draw_target(ProgressDrawTarget::hidden()))
+}
+
+/// What a level puts before the message: nothing for `info`.
+fn level_word(level: Level) -> &'static str {
+    match level {
+        Level::Error => "error: ",
+        Level::Warn => "warning: ",
+        Level::Info => "",
+        Level::Debug => "debug: ",
+        Level::Trace => "trace: ",
+    }
+}
+
+/// One log line as printed: `PREFIX: [level: ]message`.
+pub fn format_line(prefix: &str, level: Level, message: &std::fmt::Arguments<'_>) -> String {
+    format!("{prefix}: {}{message}", level_word(level))
+}
+
+/// Installs the logger for this process with `prefix` (the subcommand,
+/// e.g. `run` or `kernel fetch`) before every line and `level` as the
+/// most it prints, and shows progress bars when stderr is a terminal and
+/// `level` is `info` or more. Call once, before anything logs.
+pub fn init(prefix: &str, level: LevelFilter) -> Result<(), TerminalError> {
+    let prefix = prefix.to_string();
+    let logger = env_logger::Builder::new()
+        .filter_level(level)
+        .target(env_logger::Target::Stderr)
+        .format(move |buf, record| writeln!(buf, "{}", format_line(&prefix, record.level(), record.args())))
+        .build();
+    if level >= LevelFilter::Info {
+        // Hidden by indicatif itself when stderr is not a terminal.
+        bars().set_draw_target(ProgressDrawTarget::stderr());
+    }
+    indicatif_log_bridge::LogWrapper::new(bars().clone(), logger).try_init().map_err(TerminalError::AlreadySet)?;
+    log::set_max_level(level);
+    Ok(())
+}
+
+/// Whether progress is drawn (stderr is a terminal, and not `-q`).
+pub fn progress_shown() -> bool {
+    !bars().is_hidden()
+}
+
+/// A spinner with `message`, ticking by itself until dropped or finished.
+pub fn spinner(message: impl Into<String>) -> ProgressBar {
+    let bar = bars().add(ProgressBar::new_spinner());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {elapsed:>4} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.set_message(message.into());
+    bar.enable_steady_tick(Duration::from_millis(120));
+    // Drawn at once, not only at the first tick.
+    bar.tick();
+    bar
+}
+
+/// A byte counter of `total` bytes (unknown: a spinner with the count).
+pub fn bytes(total: Option<u64>, message: impl Into<String>) -> ProgressBar {
+    let bar = match total {
+        Some(n) => bars().add(ProgressBar::new(n)).with_style(
+            ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        ),
+        None => bars().add(ProgressBar::new_spinner()).with_style(
+            ProgressStyle::with_template("{spinner} {msg} {bytes} {bytes_per_sec}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        ),
+    };
+    bar.set_message(message.into());
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+/// A counter of `len` steps (boots, bisection steps), with an ETA from
+/// the steps done so far.
+pub fn steps(len: u64, message: impl Into<String>) -> ProgressBar {
+    let bar = bars().add(ProgressBar::new(len)).with_style(
+        ProgressStyle::with_template("{msg} [{bar:20}] {pos}/{len} {elapsed} (ETA {eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_message(message.into());
+    bar
+}
+
+/// A byte bar that follows what lands in a directory (a download by a
+/// program that draws no progress of its own, e.g. `apt-get download`):
+/// the sizes of its files, summed every 250 ms, until dropped.
+pub struct DirectoryBytes {
+    bar: ProgressBar,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    watcher: Option<std::thread::JoinHandle<()>>,
+}
+
+impl DirectoryBytes {
+    /// Starts following `dir`, expecting `total` bytes when known.
+    pub fn follow(dir: &std::path::Path, total: Option<u64>, message: impl Into<String>) -> DirectoryBytes {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let bar = bytes(total, message);
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let watcher = (!bar.is_hidden()).then(|| {
+            let (bar, stop, dir) = (bar.clone(), stop.clone(), dir.to_path_buf());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    bar.set_position(directory_bytes(&dir));
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+            })
+        });
+        DirectoryBytes { bar, stop, watcher }
+    }
+}
+
+impl Drop for DirectoryBytes {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(w) = self.watcher.take() {
+            let _ = w.join();
+        }
+        self.bar.finish_and_clear();
+    }
+}
+
+/// The bytes of the files in `dir` and below (what could be read).
+pub fn directory_bytes(dir: &std::path::Path) -> u64 {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.metadata().ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// What a long command printed, for progress: a make line that names
+/// what it builds (`  CC      kernel/fork.o`) and whether it made an
+/// object.
+pub fn build_step(line: &str) -> Option<(&str, bool)> {
+    let trimmed = line.trim();
+    let (verb, what) = trimmed.split_once(char::is_whitespace)?;
+    let is_step = !verb.is_empty()
+        && verb.len() <= 12
+        && verb.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    is_step.then(|| (trimmed, what.trim_end().ends_with(".o")))
+}
+
+/// Runs `cmd` with a spinner that shows its latest build step and the
+/// objects made so far, when progress is shown; its output (stdout and
+/// stderr, merged in arrival order per stream) is kept, its last `keep`
+/// lines returned for an error message. Without progress the output
+/// streams to stderr as it comes, as before. `what` names the command.
+pub fn run_with_steps(
+    cmd: &mut std::process::Command,
+    what: &str,
+    keep: usize,
+) -> std::io::Result<(std::process::ExitStatus, Vec<String>)> {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    if !progress_shown() {
+        let status = cmd.stdout(std::io::stderr()).stderr(Stdio::inherit()).status()?;
+        return Ok((status, Vec::new()));
+    }
+    let bar = spinner(what.to_string());
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let tail = std::sync::Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
+    let push = move |tail: &std::sync::Mutex<std::collections::VecDeque<String>>, line: String| {
+        let mut t = tail.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if t.len() == keep {
+            t.pop_front();
+        }
+        t.push_back(line);
+    };
+    let stderr = child.stderr.take().map(|e| {
+        let tail = tail.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(e).lines().map_while(Result::ok) {
+                push(&tail, line);
+            }
+        })
+    });
+    let mut objects = 0u64;
+    if let Some(out) = child.stdout.take() {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if let Some((step, object)) = build_step(&line) {
+                objects += u64::from(object);
+                bar.set_message(format!("{what}: {objects} objects; {step}"));
+            }
+            push(&tail, line);
+        }
+    }
+    let status = child.wait()?;
+    if let Some(t) = stderr {
+        let _ = t.join();
+    }
+    bar.finish_and_clear();
+    let tail = tail.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().cloned().collect();
+    Ok((status, tail))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_carry_the_command_and_say_their_level_except_info() {
+        assert_eq!(format_line("run", Level::Info, &format_args!("wrote {}", "r.json")), "run: wrote r.json");
+        assert_eq!(format_line("kernel fetch", Level::Warn, &format_args!("slow")), "kernel fetch: warning: slow");
+        assert_eq!(format_line("bisect", Level::Error, &format_args!("x")), "bisect: error: x");
+        assert_eq!(format_line("run", Level::Debug, &format_args!("argv")), "run: debug: argv");
+    }
+
+    #[test]
+    fn bars_stay_hidden_until_a_terminal_shows_them() {
+        // No `init` in unit tests: a bar made then draws nothing.
+        let bar = spinner("x");
+        assert!(bar.is_hidden());
+        assert!(!progress_shown());
+    }
+
+    #[test]
+    fn make_lines_are_steps_and_objects_are_counted() {
+        assert_eq!(build_step("  CC      kernel/fork.o"), Some(("CC      kernel/fork.o", true)));
+        assert_eq!(build_step("  LD [M]  fs/ext4/ext4.ko"), Some(("LD [M]  fs/ext4/ext4.ko", false)));
+        assert_eq!(build_step("  GEN     Makefile"), Some(("GEN     Makefile", false)));
+        assert_eq!(build_step("make[1]: Entering directory '/src'"), None);
+        assert_eq!(build_step("kernel/fork.c:12: warning: unused"), None);
+        assert_eq!(build_step(""), None);
+    }
+
+    #[test]
+    fn a_directory_counts_every_file_below_it() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("a.deb"), [0u8; 1000]).unwrap();
+        std::fs::create_dir(d.path().join("partial")).unwrap();
+        std::fs::write(d.path().join("partial/b"), [0u8; 24]).unwrap();
+        assert_eq!(directory_bytes(d.path()), 1024);
+        assert_eq!(directory_bytes(&d.path().join("missing")), 0);
+    }
+}
