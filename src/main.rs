@@ -16,6 +16,11 @@ fn main() -> ExitCode {
         eprintln!("bootbench: error: {e}");
         return ExitCode::FAILURE;
     }
+    if cli.command.only_reads_and_prints() {
+        if let Err(e) = bootbench::terminal::end_when_stdout_closes() {
+            log::warn!("{e}");
+        }
+    }
     bootbench::terminal_table::fit_to_stdout();
     let done = bootbench::cli::apply_config(&mut cli, &matches).and_then(|()| bootbench::cli::dispatch(&cli));
     // After a Ctrl-C the watcher ends the process with 130, once its

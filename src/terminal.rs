@@ -23,6 +23,23 @@ pub enum TerminalError {
     /// A logger was installed already (a second `init` in one process).
     #[error("the logger is already set up")]
     AlreadySet(#[source] log::SetLoggerError),
+    /// SIGPIPE's default action could not be restored.
+    #[error("cannot restore SIGPIPE's default action")]
+    Sigpipe(#[source] nix::Error),
+}
+
+/// Lets a closed stdout end this process as it ends `cat` or `grep`
+/// (killed by SIGPIPE, status 141 in a shell): for commands that only read
+/// files and print, so that `bootbench report FILE | head` stops quietly
+/// instead of panicking in `print!` (the Rust runtime ignores SIGPIPE, so
+/// the write fails and `print!` panics). Not for commands that drive
+/// children, sockets or files: a peer going away must not kill those before
+/// their cleanups and results.
+pub fn end_when_stdout_closes() -> Result<(), TerminalError> {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: SIG_DFL installs no handler, so no code of ours runs in a
+    // signal context.
+    unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) }.map(drop).map_err(TerminalError::Sigpipe)
 }
 
 static BARS: OnceLock<MultiProgress> = OnceLock::new();

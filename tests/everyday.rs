@@ -1,7 +1,8 @@
 //! Everyday use without a boot: what `-q`/`-v` do to stderr, progress
 //! drawn on a terminal and never into a log, shell completions and man
 //! pages made from the command line itself, `local`'s exit status, and
-//! what `local -o` writes read by `report` and `compare`.
+//! what `local -o` writes read by `report` and `compare`, and a printing
+//! command whose reader went away (`| head`).
 
 mod support;
 
@@ -200,4 +201,37 @@ fn local_exits_2_when_a_workload_failed_and_its_document_is_read_by_report_and_c
     });
     assert_eq!(refused.status.code(), Some(1));
     assert!(text(&refused.stderr).contains("junk.json") && text(&refused.stderr).contains("something-else"));
+}
+
+/// `bootbench report FILE | head -1`: the reader goes away, and the
+/// commands that only read and print end as `cat` would, killed by
+/// SIGPIPE, instead of panicking in `print!` (which aborts the process
+/// with a message on stderr, since the release profile aborts on panic).
+/// The pipe's read end is closed before the command starts, so every
+/// write fails and nothing depends on timing.
+#[test]
+fn a_printing_command_whose_reader_went_away_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = scratch();
+    let doc = dir.path().join("a.json");
+    let mut c = bootbench(["local", "--pack", "none", "--suite"]);
+    c.arg(suite(dir.path(), false)).arg("-o").arg(&doc);
+    let done = run(&mut c);
+    assert_eq!(done.status.code(), Some(0), "{}", text(&done.stderr));
+    let config = dir.path().join("no-config.toml");
+    for args in [vec!["report".into(), doc.clone().into_os_string()], vec!["config".into(), "show".into()]] {
+        let (read, write) = nix::unistd::pipe().expect("a pipe");
+        drop(read);
+        let mut c = bootbench(&args);
+        c.env("BOOTBENCH_CONFIG", &config).stdout(std::process::Stdio::from(write));
+        let out = run(&mut c);
+        let said = text(&out.stderr);
+        assert_eq!(
+            out.status.signal(),
+            Some(nix::sys::signal::Signal::SIGPIPE as i32),
+            "{args:?}: {:?}, stderr: {said}",
+            out.status
+        );
+        assert!(!said.contains("panicked"), "{args:?}: {said}");
+    }
 }

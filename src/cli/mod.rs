@@ -124,6 +124,23 @@ pub enum Command {
     Config(config::ConfigCommand),
 }
 
+impl Command {
+    /// Whether the command only reads files and prints (to stdout, or to
+    /// the file `-o` names instead): a closed stdout may end it at once
+    /// ([`crate::terminal::end_when_stdout_closes`]), as it ends `cat`.
+    pub fn only_reads_and_prints(&self) -> bool {
+        matches!(
+            self,
+            Command::Compare(_)
+                | Command::ContestReport(_)
+                | Command::Report(_)
+                | Command::Config(_)
+                | Command::Completions(_)
+                | Command::BisectSim(_)
+        )
+    }
+}
+
 /// Fills the options of the command in `cli` (parsed from `m`) from the
 /// config file where its command line left them out. Commands that take
 /// nothing from the file do not read it.
