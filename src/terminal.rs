@@ -122,16 +122,69 @@ pub fn bytes(total: Option<u64>, message: impl Into<String>) -> ProgressBar {
     bar
 }
 
-/// A counter of `len` steps (boots, bisection steps), with an ETA from
-/// the steps done so far.
+/// A counter of `len` steps (boots, bisection steps), with the time left
+/// from the steps done so far ([`time_left`]), redrawn every second so
+/// that the elapsed time and the time left move while a step runs.
 pub fn steps(len: u64, message: impl Into<String>) -> ProgressBar {
     let bar = bars().add(ProgressBar::new(len)).with_style(
-        ProgressStyle::with_template("{msg} [{bar:20}] {pos}/{len} {elapsed} (ETA {eta})")
+        ProgressStyle::with_template("{msg} [{bar:20}] {pos}/{len} {elapsed} (left {left})")
+            .map(|s| s.with_key("left", StepsLeft::default()))
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
     bar.set_message(message.into());
+    bar.enable_steady_tick(Duration::from_secs(1));
     bar
+}
+
+/// The time left of `len` steps when `done` are done, the last of them
+/// `at_done` into the work, and `elapsed` have passed: the mean time of a
+/// done step times the steps left, less what the current step has run
+/// already (never below zero). `None` before the first step is done.
+///
+/// indicatif's own `{eta}` takes a stall for a slowing rate, so its
+/// figure grows while one long step (a boot) runs and stays put between
+/// redraws; this one counts down.
+pub fn time_left(done: u64, len: u64, at_done: Duration, elapsed: Duration) -> Option<Duration> {
+    if done == 0 {
+        return None;
+    }
+    let per_step = at_done.as_secs_f64() / done as f64;
+    let running = elapsed.saturating_sub(at_done).as_secs_f64();
+    let left = per_step * len.saturating_sub(done) as f64 - running;
+    Some(Duration::from_secs_f64(left.max(0.0)))
+}
+
+/// The `{left}` key of [`steps`]: remembers when the last step was done.
+#[derive(Clone, Default)]
+struct StepsLeft {
+    done: u64,
+    at_done: Duration,
+}
+
+impl indicatif::style::ProgressTracker for StepsLeft {
+    fn clone_box(&self) -> Box<dyn indicatif::style::ProgressTracker> {
+        Box::new(self.clone())
+    }
+
+    fn tick(&mut self, state: &indicatif::ProgressState, _: std::time::Instant) {
+        if state.pos() != self.done {
+            self.done = state.pos();
+            self.at_done = state.elapsed();
+        }
+    }
+
+    fn reset(&mut self, _: &indicatif::ProgressState, _: std::time::Instant) {
+        *self = StepsLeft::default();
+    }
+
+    fn write(&self, state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write) {
+        let len = state.len().unwrap_or(self.done);
+        let _ = match time_left(self.done, len, self.at_done, state.elapsed()) {
+            Some(left) => write!(w, "{:#}", indicatif::HumanDuration(left)),
+            None => write!(w, "?"),
+        };
+    }
 }
 
 /// A byte bar that follows what lands in a directory (a download by a
@@ -258,6 +311,18 @@ mod tests {
         assert_eq!(format_line("kernel fetch", Level::Warn, &format_args!("slow")), "kernel fetch: warning: slow");
         assert_eq!(format_line("bisect", Level::Error, &format_args!("x")), "bisect: error: x");
         assert_eq!(format_line("run", Level::Debug, &format_args!("argv")), "run: debug: argv");
+    }
+
+    #[test]
+    fn the_time_left_counts_down_while_a_step_runs_and_is_unknown_before_the_first() {
+        let s = Duration::from_secs;
+        assert_eq!(time_left(0, 2, s(0), s(40)), None, "no step done: nothing to go on");
+        // One 53 s boot of two done, 20 s into the second: 33 s left.
+        assert_eq!(time_left(1, 2, s(53), s(73)), Some(s(33)));
+        assert_eq!(time_left(1, 2, s(53), s(83)), Some(s(23)), "and it keeps counting down");
+        assert_eq!(time_left(1, 3, s(50), s(50)), Some(s(100)));
+        assert_eq!(time_left(1, 2, s(53), s(200)), Some(s(0)), "an overdue step is not a negative time");
+        assert_eq!(time_left(4, 4, s(80), s(81)), Some(s(0)));
     }
 
     #[test]

@@ -81,7 +81,7 @@ impl FileJournal {
 
     /// Updates the progress bar: tests with a verdict of about how many
     /// (the plan's, else ⌈log2(range)⌉), boots so far, the last verdict,
-    /// the commits left; indicatif's ETA from the steps' pace.
+    /// the commits left; the time left from the tests done so far.
     fn show_progress(&mut self, state: &BisectState) {
         let planned = match state.budget.planned_tests {
             0 => crate::terminal::progress::bisection_steps(state.range_commits as usize),
