@@ -282,12 +282,11 @@ pub fn run_with_steps(
             }
         })
     });
-    let mut objects = 0u64;
+    let mut steps = BuildSteps::default();
     if let Some(out) = child.stdout.take() {
         for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-            if let Some((step, object)) = build_step(&line) {
-                objects += u64::from(object);
-                bar.set_message(format!("{what}: {objects} objects; {step}"));
+            if let Some(message) = steps.read(&line, what) {
+                bar.set_message(message);
             }
             push(&tail, line);
         }
@@ -299,6 +298,139 @@ pub fn run_with_steps(
     bar.finish_and_clear();
     let tail = tail.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().cloned().collect();
     Ok((status, tail))
+}
+
+/// Runs `cmd` to the end and returns its whole output, as
+/// [`std::process::Command::output`] does; when progress is shown, a
+/// spinner named `what` shows meanwhile the latest line of either stream
+/// that `shows` picks (e.g. mmdebstrap's `I: …` stage lines).
+pub fn output_with_spinner(
+    cmd: &mut std::process::Command,
+    what: &str,
+    shows: fn(&str) -> bool,
+) -> std::io::Result<std::process::Output> {
+    if !progress_shown() {
+        return cmd.output();
+    }
+    let bar = spinner(what.to_string());
+    let out = output_showing(cmd, &bar, what, shows);
+    bar.finish_and_clear();
+    out
+}
+
+/// [`output_with_spinner`]'s work, with the bar given: both streams read
+/// whole, each line `shows` picks set as `bar`'s message.
+fn output_showing(
+    cmd: &mut std::process::Command,
+    bar: &ProgressBar,
+    what: &str,
+    shows: fn(&str) -> bool,
+) -> std::io::Result<std::process::Output> {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let read = |stream: Option<Box<dyn std::io::Read + Send>>| {
+        let (bar, what) = (bar.clone(), what.to_string());
+        std::thread::spawn(move || {
+            let mut all = Vec::new();
+            if let Some(stream) = stream {
+                let mut lines = std::io::BufReader::new(stream);
+                let mut line = Vec::new();
+                while lines.read_until(b'\n', &mut line).unwrap_or(0) > 0 {
+                    let text = String::from_utf8_lossy(&line);
+                    if shows(text.trim_end()) {
+                        bar.set_message(format!("{what}: {}", text.trim()));
+                    }
+                    all.append(&mut line);
+                }
+            }
+            all
+        })
+    };
+    let out = read(child.stdout.take().map(|o| Box::new(o) as Box<dyn std::io::Read + Send>));
+    let err = read(child.stderr.take().map(|e| Box::new(e) as Box<dyn std::io::Read + Send>));
+    let status = child.wait()?;
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    Ok(std::process::Output { status, stdout, stderr })
+}
+
+/// A spinner that follows a build's log file while the build writes it
+/// (a make run inside a chroot whose output goes to a file): the latest
+/// make step and the objects made so far, read every 250 ms, until
+/// dropped. Nothing runs when progress is not shown.
+pub struct FollowBuildLog {
+    bar: ProgressBar,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    watcher: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FollowBuildLog {
+    /// Starts following `log`, the spinner named `what`.
+    pub fn start(log: &std::path::Path, what: &str) -> FollowBuildLog {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        if !progress_shown() {
+            let stop = std::sync::Arc::new(AtomicBool::new(false));
+            return FollowBuildLog { bar: ProgressBar::hidden(), stop, watcher: None };
+        }
+        FollowBuildLog::with_bar(log, what, spinner(what.to_string()))
+    }
+
+    /// [`FollowBuildLog::start`] with the bar given, drawn or not.
+    fn with_bar(log: &std::path::Path, what: &str, bar: ProgressBar) -> FollowBuildLog {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (path, shown, halt, what) = (log.to_path_buf(), bar.clone(), stop.clone(), what.to_string());
+        let watcher = std::thread::spawn(move || {
+            let mut steps = BuildSteps::default();
+            let mut read = 0usize;
+            while !halt.load(Ordering::Relaxed) {
+                if let Ok(bytes) = std::fs::read(&path) {
+                    if bytes.len() > read {
+                        // Whole lines only: a partial last line waits for its end.
+                        let end = bytes[read..].iter().rposition(|&b| b == b'\n').map_or(read, |i| read + i + 1);
+                        if let Some(text) = steps.read(&String::from_utf8_lossy(&bytes[read..end]), &what) {
+                            shown.set_message(text);
+                        }
+                        read = end;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        });
+        FollowBuildLog { bar, stop, watcher: Some(watcher) }
+    }
+}
+
+impl Drop for FollowBuildLog {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(w) = self.watcher.take() {
+            let _ = w.join();
+        }
+        self.bar.finish_and_clear();
+    }
+}
+
+/// The make steps seen so far in a build's output, for a spinner.
+#[derive(Debug, Default)]
+pub struct BuildSteps {
+    objects: u64,
+}
+
+impl BuildSteps {
+    /// Reads `lines` (whole lines of output); the spinner's new message
+    /// (`what: N objects; STEP`) when they held a make step.
+    pub fn read(&mut self, lines: &str, what: &str) -> Option<String> {
+        let mut last = None;
+        for line in lines.lines() {
+            if let Some((step, object)) = build_step(line) {
+                self.objects += u64::from(object);
+                last = Some(step.to_string());
+            }
+        }
+        last.map(|step| format!("{what}: {} objects; {step}", self.objects))
+    }
 }
 
 #[cfg(test)]
@@ -323,6 +455,65 @@ mod tests {
         assert_eq!(time_left(1, 3, s(50), s(50)), Some(s(100)));
         assert_eq!(time_left(1, 2, s(53), s(200)), Some(s(0)), "an overdue step is not a negative time");
         assert_eq!(time_left(4, 4, s(80), s(81)), Some(s(0)));
+    }
+
+    #[test]
+    fn a_build_log_read_in_pieces_counts_every_object_and_shows_the_last_step() {
+        let mut steps = BuildSteps::default();
+        let first = "  SYNC    include/config/auto.conf\n  HOSTCC  scripts/basic/fixdep\n";
+        assert_eq!(
+            steps.read(first, "make prepare").as_deref(),
+            Some("make prepare: 0 objects; HOSTCC  scripts/basic/fixdep")
+        );
+        let second = "fixdep.c: note\n  CC      scripts/mod/empty.o\n  CC      kernel/bounds.s\n  CC      scripts/mod/devicetable-offsets.o\n";
+        assert_eq!(
+            steps.read(second, "make prepare").as_deref(),
+            Some("make prepare: 2 objects; CC      scripts/mod/devicetable-offsets.o")
+        );
+        assert_eq!(steps.read("make[1]: Leaving directory '/x'\n", "make prepare"), None, "no step: the message stays");
+        assert_eq!(
+            steps.read("  LD      vmlinux.o\n", "make").as_deref(),
+            Some("make: 3 objects; LD      vmlinux.o"),
+            "counted across reads"
+        );
+    }
+
+    #[test]
+    fn a_build_log_is_followed_while_it_grows_whole_lines_only() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("linux-prepare.log");
+        let mut file = std::fs::File::create(&log).unwrap();
+        let bar = ProgressBar::hidden();
+        let follow = FollowBuildLog::with_bar(&log, "make prepare", bar.clone());
+        let until = |want: &str| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while bar.message() != want && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            bar.message()
+        };
+        file.write_all(b"  CC      scripts/mod/empty.o\n  CC      scripts/mod/devicet").unwrap();
+        assert_eq!(
+            until("make prepare: 1 objects; CC      scripts/mod/empty.o"),
+            "make prepare: 1 objects; CC      scripts/mod/empty.o"
+        );
+        file.write_all(b"able-offsets.o\n").unwrap();
+        let whole = "make prepare: 2 objects; CC      scripts/mod/devicetable-offsets.o";
+        assert_eq!(until(whole), whole, "the partial line was read once it ended");
+        drop(follow);
+    }
+
+    #[test]
+    fn a_commands_stage_lines_are_shown_and_both_streams_kept_whole() {
+        let mut c = std::process::Command::new("sh");
+        c.args(["-c", "echo 'I: one'; echo 'E: two' >&2; sleep 0.2; echo 'I: three'; echo 'P: 4'; exit 3"]);
+        let bar = ProgressBar::hidden();
+        let out = output_showing(&mut c, &bar, "mmdebstrap", |l| l.starts_with("I: ")).unwrap();
+        assert_eq!(out.status.code(), Some(3));
+        assert_eq!(out.stdout, b"I: one\nI: three\nP: 4\n");
+        assert_eq!(out.stderr, b"E: two\n");
+        assert_eq!(bar.message(), "mmdebstrap: I: three", "the latest stage line, not the last line");
     }
 
     #[test]

@@ -153,11 +153,11 @@ impl BootstrapSpec {
     /// output says are missing, else the tail of its output.
     pub fn run(&self) -> Result<(), BootstrapError> {
         self.check_runs_programs()?;
-        let output = Command::new(MMDEBSTRAP)
-            .args(self.argv())
-            .env("SOURCE_DATE_EPOCH", self.source_date_epoch.to_string())
-            .env("LC_ALL", "C")
-            .output()
+        let mut mmdebstrap = Command::new(MMDEBSTRAP);
+        mmdebstrap.args(self.argv()).env("SOURCE_DATE_EPOCH", self.source_date_epoch.to_string()).env("LC_ALL", "C");
+        // mmdebstrap's `I: ...` lines name its stages (downloading,
+        // extracting, installing): the spinner shows the latest.
+        let output = crate::terminal::output_with_spinner(&mut mmdebstrap, "mmdebstrap", |l| l.starts_with("I: "))
             .map_err(BootstrapError::Spawn)?;
         if output.status.success() {
             return Ok(());

@@ -313,7 +313,10 @@ pub fn build(options: &PackOptions) -> Result<BuiltPack, BuildError> {
     ));
     let conf = work.path.join("mke2fs.conf");
     let imaging = Instant::now();
-    image::make_image(&args, &conf, lockfile.source_date_epoch).map_err(BuildError::Image)?;
+    let shown = crate::terminal::spinner("making the pack's ext4 image");
+    let made = image::make_image(&args, &conf, lockfile.source_date_epoch);
+    shown.finish_and_clear();
+    made.map_err(BuildError::Image)?;
     log(format_args!("image made in {:.1} s; removing the root", imaging.elapsed().as_secs_f64()));
     work.remove_inside(&root)?;
     for scratch in [conf.clone(), conf.with_file_name("debugfs.cmds")] {

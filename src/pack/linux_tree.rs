@@ -319,7 +319,10 @@ fn run_in_chroot(
     unsafe {
         command.pre_exec(move || enter_root(&root_c, &proc_c, &dev_c, linux32).map_err(std::io::Error::from));
     }
-    let status = command.status().map_err(spawn_err)?;
+    let status = {
+        let _shown = crate::terminal::FollowBuildLog::start(&log_path, &format!("linux tree, {step}"));
+        command.status().map_err(spawn_err)?
+    };
     if status.success() {
         return std::fs::remove_file(&log_path).map_err(|source| LinuxTreeError::Io {
             action: "remove",

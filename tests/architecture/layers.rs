@@ -23,7 +23,7 @@ pub const HOST_LAYERS: &[(&str, &[&str])] = &[
     // What the commands say on stderr: log lines and progress bars.
     ("terminal", &[]),
     ("kernel", &["apt_sources", "terminal"]),
-    ("pack", &["apt_sources", "results"]),
+    ("pack", &["apt_sources", "results", "terminal"]),
     ("local", &["results", "pack", "interrupt"]),
     ("saved_upload", &["results"]),
     // The results service, the top of its own corner.
