@@ -368,7 +368,7 @@ pub struct FollowBuildLog {
 impl FollowBuildLog {
     /// Starts following `log`, the spinner named `what`.
     pub fn start(log: &std::path::Path, what: &str) -> FollowBuildLog {
-        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::atomic::AtomicBool;
         if !progress_shown() {
             let stop = std::sync::Arc::new(AtomicBool::new(false));
             return FollowBuildLog { bar: ProgressBar::hidden(), stop, watcher: None };
