@@ -106,8 +106,9 @@ struct MachineSection {
     accel: Option<String>,
 }
 
-/// What the file sets, checked, with its relative paths made absolute
-/// against the file's directory. `None`: not set there.
+/// A value for each key of the config file, `None` when not set: what
+/// the file sets (checked, its relative paths made absolute against the
+/// file's directory), or what a command line gave ([`Given`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FileValues {
     /// `upload.url`: the receiver's base URL.
@@ -294,26 +295,10 @@ fn machine_given(given: &mut Given, m: &ArgMatches, smp: Option<u32>, mem: &str,
     given.accel = flag("accel").then(|| accel.to_string());
 }
 
-/// The values a command line gave, each `None` when its flag was not given.
-#[derive(Debug, Clone, Default)]
-pub struct Given {
-    /// `--upload-url` (`upload --url`).
-    pub upload_url: Option<String>,
-    /// `--upload-token-file` (`upload --token-file`).
-    pub upload_token_file: Option<PathBuf>,
-    /// `--upload-ca-file` (`upload --ca-file`).
-    pub upload_ca_file: Option<PathBuf>,
-    /// `kernel ... --cache`.
-    pub kernel_cache: Option<PathBuf>,
-    /// `--smp`.
-    pub smp: Option<u32>,
-    /// `--mem`.
-    pub mem: Option<String>,
-    /// `--cpu`.
-    pub cpu: Option<String>,
-    /// `--accel`.
-    pub accel: Option<String>,
-}
+/// The values a command line gave, each `None` when its flag was not
+/// given: the same keys as the file's (`upload --url` is `upload_url`,
+/// `kernel ... --cache` is `kernel_cache`, `--smp` is `smp`, ...).
+pub type Given = FileValues;
 
 /// Where an effective value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
