@@ -191,31 +191,49 @@ impl indicatif::style::ProgressTracker for StepsLeft {
 /// program that draws no progress of its own, e.g. `apt-get download`):
 /// the sizes of its files, summed every 250 ms, until dropped.
 pub struct DirectoryBytes {
-    bar: ProgressBar,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    watcher: Option<std::thread::JoinHandle<()>>,
+    _polling: Polling,
 }
 
 impl DirectoryBytes {
     /// Starts following `dir`, expecting `total` bytes when known.
     pub fn follow(dir: &std::path::Path, total: Option<u64>, message: impl Into<String>) -> DirectoryBytes {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let bar = bytes(total, message);
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let watcher = (!bar.is_hidden()).then(|| {
-            let (bar, stop, dir) = (bar.clone(), stop.clone(), dir.to_path_buf());
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    bar.set_position(directory_bytes(&dir));
-                    std::thread::sleep(Duration::from_millis(250));
-                }
-            })
-        });
-        DirectoryBytes { bar, stop, watcher }
+        let (bar, dir) = (bytes(total, message), dir.to_path_buf());
+        if bar.is_hidden() {
+            return DirectoryBytes { _polling: Polling::idle(bar) };
+        }
+        DirectoryBytes { _polling: Polling::start(bar, move |bar| bar.set_position(directory_bytes(&dir))) }
     }
 }
 
-impl Drop for DirectoryBytes {
+/// A bar updated every 250 ms by `poll` on a thread of its own; dropped:
+/// the thread stopped and joined, the bar cleared.
+struct Polling {
+    bar: ProgressBar,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    watcher: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Polling {
+    fn start(bar: ProgressBar, mut poll: impl FnMut(&ProgressBar) + Send + 'static) -> Polling {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (shown, halt) = (bar.clone(), stop.clone());
+        let watcher = std::thread::spawn(move || {
+            while !halt.load(Ordering::Relaxed) {
+                poll(&shown);
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        });
+        Polling { bar, stop, watcher: Some(watcher) }
+    }
+
+    /// A bar nobody updates (progress not shown): no thread.
+    fn idle(bar: ProgressBar) -> Polling {
+        Polling { bar, stop: Default::default(), watcher: None }
+    }
+}
+
+impl Drop for Polling {
     fn drop(&mut self) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         if let Some(w) = self.watcher.take() {
@@ -360,55 +378,41 @@ fn output_showing(
 /// make step and the objects made so far, read every 250 ms, until
 /// dropped. Nothing runs when progress is not shown.
 pub struct FollowBuildLog {
-    bar: ProgressBar,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    watcher: Option<std::thread::JoinHandle<()>>,
+    _polling: Polling,
 }
 
 impl FollowBuildLog {
     /// Starts following `log`, the spinner named `what`.
     pub fn start(log: &std::path::Path, what: &str) -> FollowBuildLog {
-        use std::sync::atomic::AtomicBool;
         if !progress_shown() {
-            let stop = std::sync::Arc::new(AtomicBool::new(false));
-            return FollowBuildLog { bar: ProgressBar::hidden(), stop, watcher: None };
+            return FollowBuildLog { _polling: Polling::idle(ProgressBar::hidden()) };
         }
         FollowBuildLog::with_bar(log, what, spinner(what.to_string()))
     }
 
-    /// [`FollowBuildLog::start`] with the bar given, drawn or not.
+    /// [`FollowBuildLog::start`] with the bar given, drawn or not. Only
+    /// what the file gained since the last look is read.
     fn with_bar(log: &std::path::Path, what: &str, bar: ProgressBar) -> FollowBuildLog {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let (path, shown, halt, what) = (log.to_path_buf(), bar.clone(), stop.clone(), what.to_string());
-        let watcher = std::thread::spawn(move || {
-            let mut steps = BuildSteps::default();
-            let mut read = 0usize;
-            while !halt.load(Ordering::Relaxed) {
-                if let Ok(bytes) = std::fs::read(&path) {
-                    if bytes.len() > read {
-                        // Whole lines only: a partial last line waits for its end.
-                        let end = bytes[read..].iter().rposition(|&b| b == b'\n').map_or(read, |i| read + i + 1);
-                        if let Some(text) = steps.read(&String::from_utf8_lossy(&bytes[read..end]), &what) {
-                            shown.set_message(text);
-                        }
-                        read = end;
+        use std::io::{Read, Seek, SeekFrom};
+        let (path, what) = (log.to_path_buf(), what.to_string());
+        let (mut steps, mut read, mut pending) = (BuildSteps::default(), 0u64, Vec::new());
+        FollowBuildLog {
+            _polling: Polling::start(bar, move |shown| {
+                let Ok(mut file) = std::fs::File::open(&path) else { return };
+                if file.seek(SeekFrom::Start(read)).is_err() {
+                    return;
+                }
+                let Ok(n) = file.read_to_end(&mut pending) else { return };
+                read += n as u64;
+                // Whole lines only: a partial last line waits for its end.
+                if let Some(end) = pending.iter().rposition(|&b| b == b'\n') {
+                    let lines: Vec<u8> = pending.drain(..=end).collect();
+                    if let Some(text) = steps.read(&String::from_utf8_lossy(&lines), &what) {
+                        shown.set_message(text);
                     }
                 }
-                std::thread::sleep(Duration::from_millis(250));
-            }
-        });
-        FollowBuildLog { bar, stop, watcher: Some(watcher) }
-    }
-}
-
-impl Drop for FollowBuildLog {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(w) = self.watcher.take() {
-            let _ = w.join();
+            }),
         }
-        self.bar.finish_and_clear();
     }
 }
 
