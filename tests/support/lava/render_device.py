@@ -20,11 +20,13 @@ Usage:
 
     render_device.py TEMPLATES_DIR ARCH OUTPUT [--memory MIB] [--smp N]
                      [--cpu MODEL] [--machine TYPE] [--extra OPTION]...
+                     [--command PATH]
 
 TEMPLATES_DIR is the directory holding qemu.jinja2 and base.jinja2
 (`unpack_server_templates.sh` prints it). ARCH is LAVA's name (amd64,
 x86_64, i386, ppc64, ...). Each --extra is one QEMU option string such as
-'-rtc base=utc'. Run it with /usr/bin/python3 (the one LAVA's packages and
+'-rtc base=utc'. --command replaces the QEMU binary the template names
+(fake_qemu.py, to probe the log format without booting). Run it with /usr/bin/python3 (the one LAVA's packages and
 python3-jinja2 belong to). The output is checked to parse as YAML and to
 hold the qemu boot method's command.
 """
@@ -47,7 +49,7 @@ APPLIANCE_MACHINE = {
 }
 
 
-def render(templates_dir, arch, memory, smp, cpu, machine, extra):
+def render(templates_dir, arch, memory, smp, cpu, machine, extra, command=None):
     """Returns the rendered device configuration text."""
     if not os.path.isfile(os.path.join(templates_dir, "qemu.jinja2")):
         raise SystemExit(f"render_device: no qemu.jinja2 in {templates_dir}")
@@ -83,6 +85,15 @@ def render(templates_dir, arch, memory, smp, cpu, machine, extra):
         variables["machine"] = machine
     text = env.get_template("qemu.jinja2").render(**variables)
     config = yaml.safe_load(text)
+    if command:
+        # The binary is a plain scalar on its own line under `command:`
+        # (in the qemu and qemu-nfs methods).
+        binary = config["actions"]["boot"]["methods"]["qemu"]["parameters"]["command"]
+        lines = text.split("\n")
+        text = "\n".join(
+            line.replace(binary, command) if line.strip() == binary else line for line in lines
+        )
+        config = yaml.safe_load(text)
     command = config["actions"]["boot"]["methods"]["qemu"]["parameters"]["command"]
     if not command:
         raise SystemExit(f"render_device: no QEMU command rendered for arch {arch}")
@@ -101,8 +112,9 @@ def main(argv):
     p.add_argument("--cpu", help="QEMU CPU model (default: the appliance's for the arch)")
     p.add_argument("--machine", help="QEMU machine type (default: the appliance's for the arch)")
     p.add_argument("--extra", action="append", default=[], help="one more QEMU option string (repeatable)")
+    p.add_argument("--command", help="the QEMU binary to run instead of the template's")
     a = p.parse_args(argv)
-    text = render(a.templates_dir, a.arch, a.memory, a.smp, a.cpu, a.machine, a.extra)
+    text = render(a.templates_dir, a.arch, a.memory, a.smp, a.cpu, a.machine, a.extra, a.command)
     with open(a.output, "w", encoding="utf-8") as f:
         f.write(text)
 

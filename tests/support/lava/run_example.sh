@@ -2,7 +2,7 @@
 # Run job-qemu-example.yaml with lava-run on a local QEMU device (TCG): the
 # whole procedure, from lava-server's templates to the job's log.
 #
-# Usage: run_example.sh ok|panic|panic-exit CACHE_DIR KERNEL RAMDISK OUT_DIR
+# Usage: run_example.sh ok|panic|panic-exit|probe CACHE_DIR KERNEL RAMDISK OUT_DIR
 #
 #   ok          the suite runs: console=ttyS0 panic=0 quiet bootbench.accel=tcg
 #   panic       the same plus rdinit=/nonexistent: the kernel panics before
@@ -10,6 +10,8 @@
 #               notices when the test action's timeout (1 minute) runs out
 #   panic-exit  the same with panic=-1: the kernel reboots, which -no-reboot
 #               (in the device's options) turns into QEMU exiting at once
+#   probe       job-probe.yaml on a device whose QEMU is fake_qemu.py: the
+#               log's format, in a second (KERNEL and RAMDISK: any files)
 #
 # CACHE_DIR holds lava-server's unpacked templates (unpack_server_templates.sh).
 # KERNEL and RAMDISK are absolute paths (a Debian x86_64 kernel and
@@ -23,7 +25,7 @@
 set -eu
 
 if [ $# -ne 5 ]; then
-    echo "usage: $0 ok|panic|panic-exit CACHE_DIR KERNEL RAMDISK OUT_DIR" >&2
+    echo "usage: $0 ok|panic|panic-exit|probe CACHE_DIR KERNEL RAMDISK OUT_DIR" >&2
     exit 2
 fi
 variant=$1 cache=$2 kernel=$3 ramdisk=$4 out=$5
@@ -39,19 +41,26 @@ panic-exit)
     name="bootbench kernel that panics before the init, QEMU exits"
     append="console=ttyS0 panic=-1 quiet bootbench.accel=tcg rdinit=/nonexistent" job=3 boot=1 test=1 silence=60
     ;;
+probe) name="" job=2 boot=1 test=1 silence=30 ;;
 *)
-    echo "$0: unknown variant '$variant' (ok, panic or panic-exit)" >&2
+    echo "$0: unknown variant '$variant' (ok, panic, panic-exit or probe)" >&2
     exit 2
     ;;
 esac
 
 mkdir -p "$out"
 templates=$("$here/unpack_server_templates.sh" "$cache")
-/usr/bin/python3 "$here/render_device.py" "$templates" amd64 "$out/device.yaml"
+job_file=$here/job-qemu-example.yaml
+if [ "$variant" = probe ]; then
+    /usr/bin/python3 "$here/render_device.py" "$templates" amd64 "$out/device.yaml" --command "$here/fake_qemu.py"
+    job_file=$here/job-probe.yaml
+else
+    /usr/bin/python3 "$here/render_device.py" "$templates" amd64 "$out/device.yaml"
+fi
 sed -e "s|@JOB_NAME@|$name|" -e "s|@KERNEL@|$kernel|" -e "s|@RAMDISK@|$ramdisk|" \
     -e "s|@APPEND@|$append|" -e "s|@JOB_MINUTES@|$job|" -e "s|@BOOT_MINUTES@|$boot|g" \
     -e "s|@TEST_MINUTES@|$test|" -e "s|@SILENCE_SECONDS@|$silence|" \
-    "$here/job-qemu-example.yaml" >"$out/job.yaml"
+    "$job_file" >"$out/job.yaml"
 /usr/bin/python3 -c 'from lava_common.schemas import validate; import yaml,sys; validate(yaml.safe_load(open(sys.argv[1])), strict=True)' "$out/job.yaml"
 rm -rf "$out/lava"
 lava-run --job-id $$ --output-dir "$out/lava" --device "$out/device.yaml" --validate "$out/job.yaml" 2>"$out/validate.log"
