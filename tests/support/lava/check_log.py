@@ -37,7 +37,7 @@ for t in un:
         good = "%08x" % zlib.crc32(covered.encode()) == crc
         ok += good; bad += not good
         heads[(kind, sha[:8])] = (int(total), int(nbytes), sha)
-    else:
+    elif f[0] in ("W", "R") and len(body.split(" ", 4)) == 5:
         kind, tag, seq, crc = f[0:4]; payload = body.split(" ", 4)[4]
         covered = " ".join([kind, tag, seq, payload])
         good = "%08x" % zlib.crc32(covered.encode()) == crc

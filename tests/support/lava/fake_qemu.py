@@ -23,7 +23,7 @@ def out(data):
 
 
 out(b"junk before\r\n")
-out(b"@@BOOTBENCH EVENT hello version=0 crc=00000000\r\n")
+out(b"@@BOOTBENCH EVENT hello version=0 crc=339cb767\r\n")
 out(b'quote "a" backslash \\ and \\" end\r\n')
 out(b"long " + b"x" * 5000 + b" END\r\n")
 out(b"split-start ")
@@ -36,6 +36,6 @@ out(b"blank follows\r\n\r\n\r\nafter blanks\r\n")
 out(b"@@BOOTBENCH METRIC fork.fork_rate 178.93 forks/s\r\n")
 out(b"@@BOOTBENCH METRIC dbench.throughput 31.5 MB/s\r\n")
 out(b"@@BOOTBENCH METRIC Weird Name!x 1e3 us\r\n")
-out(b"@@BOOTBENCH EVENT poweroff status=complete crc=00000000\r\n")
+out(b"@@BOOTBENCH EVENT poweroff status=complete crc=3d6fc2ba\r\n")
 out(b"after poweroff\r\nno newline at the end")
 time.sleep(0.5)
