@@ -13,6 +13,7 @@ pub mod group_inputs;
 pub mod html_page;
 pub mod interrupt;
 pub mod kernel;
+pub mod lava;
 pub mod local;
 pub mod nbench_compat;
 pub mod overhead;

@@ -16,6 +16,7 @@ mod bounded_child;
 mod config;
 mod dhcp_client;
 mod late_steps;
+mod lava_monitor;
 mod module_loader;
 mod network;
 mod panic_hook;
@@ -83,6 +84,8 @@ fn main() {
     let accel = cmdline.as_ref().ok().and_then(|c| c.accel.clone());
     let load_modules = cmdline.as_ref().ok().and_then(|c| c.load_modules).unwrap_or(true);
     let cmdline_keys = cmdline.as_ref().ok().cloned().unwrap_or_default();
+    let mut lava = lava_monitor::LavaMonitor::new(cmdline.as_ref().ok().map(|c| c.lava.unwrap_or(false)));
+    lava.start();
     // Before any workload: read and remove the secrets segment.
     let (secrets, secret_errors) = secrets::take();
     for e in &secret_errors {
@@ -133,7 +136,7 @@ fn main() {
         (Ok(_), None) => push_error(&mut doc, "setup", "no signalfd: workloads not run".into()),
         (Ok(cfg), Some(sfd)) => {
             let alive_s = cmdline_keys.alive_s.unwrap_or(console_protocol::ALIVE_INTERVAL_S);
-            run_suite(&mut doc, &cfg.suite, sfd, &faults, started, alive_s);
+            run_suite(&mut doc, &cfg.suite, sfd, &faults, started, alive_s, &mut lava);
         }
     }
 
@@ -149,6 +152,7 @@ fn main() {
     // The console first: from here on, nothing can lose the result.
     let lines = result_channels::frame(Stream::Result, &id, &json);
     result_channels::emit_console(&lines);
+    lava.finish(&doc);
     late.run(sfd.as_ref(), &faults, doc.provenance.storage.as_ref(), &id, &json, &lines);
     console_line(&console_protocol::event(EVENT_POWEROFF, &format!("status={:?}", doc.status).to_lowercase()));
     power_off::power_off(sfd.as_ref())
@@ -201,14 +205,18 @@ fn run_suite(
     faults: &test_faults::Faults,
     started: Instant,
     alive_s: u64,
+    lava: &mut lava_monitor::LavaMonitor,
 ) {
+    let names = || suite.workloads.iter().map(|w| w.name.as_str());
     let deadline = watchdog_deadline(started, suite.watchdog_s);
     let ctx = RunContext::new(suite.seed, system_setup::WORK_DIR.into());
     let alive = Duration::from_secs(alive_s);
     let mut stopped: Option<String> = None;
     for (index, spec) in suite.workloads.iter().enumerate() {
         if let Some(reason) = &stopped {
-            doc.workloads.push(not_run(spec, reason));
+            let result = not_run(spec, reason);
+            lava.workload(&result, index + 1, names());
+            doc.workloads.push(result);
             continue;
         }
         // A stop signal, or the watchdog's time up (the last workload ended
@@ -223,7 +231,9 @@ fn run_suite(
         };
         if let Some(reason) = why_not {
             say(&reason);
-            doc.workloads.push(not_run(spec, &reason));
+            let result = not_run(spec, &reason);
+            lava.workload(&result, index + 1, names());
+            doc.workloads.push(result);
             stopped = Some(reason);
             continue;
         }
@@ -277,6 +287,7 @@ fn run_suite(
             Ok(json) => result_channels::emit_console(&result_channels::frame(Stream::Workload, &doc.run_id, &json)),
             Err(e) => say(&format!("workload {}: cannot serialise its result: {e}", spec.name)),
         }
+        lava.workload(&result, index + 1, names());
         doc.workloads.push(result);
         if index == 0 {
             faults.after_first_workload();

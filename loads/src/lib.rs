@@ -22,7 +22,8 @@
 //!   `provenance`, `quiet`, `system_counters`.
 //! - At the bottom: `schema`, `console_protocol`, `reap`, `measure`,
 //!   `applet_argv` (how to exec an applet), `error_chain`, `known_loadfiles`,
-//!   `fd_limit`, `guest_secrets` (where the guest finds its secrets).
+//!   `fd_limit`, `guest_secrets` (where the guest finds its secrets),
+//!   `lava_lines` (the console lines LAVA's `monitors` read).
 
 pub mod applet_argv;
 pub mod applets;
@@ -34,6 +35,7 @@ pub mod file_tools;
 pub mod guest_secrets;
 pub mod kernel_build;
 pub mod known_loadfiles;
+pub mod lava_lines;
 pub mod measure;
 pub mod pack_build;
 pub mod provenance;

@@ -804,6 +804,7 @@ fn envelope(
         storage: None,
         pack: None,
         host: None,
+        lab: None,
         console_log: outcome.console_log,
     }
 }

@@ -11,6 +11,7 @@ pub mod config;
 pub mod contest_report;
 pub mod image;
 pub mod kernel;
+pub mod lava;
 pub mod local;
 pub mod nbench_compat;
 pub mod overhead;
@@ -115,6 +116,10 @@ pub enum Command {
     Completions(shell::CompletionsArgs),
     /// Write the manual pages (`bootbench.1`, `bootbench-run.1`, ...) into a directory.
     Man(shell::ManArgs),
+    /// LAVA labs: write a job that boots a kernel with the appliance, and
+    /// read a finished job's log back into a results file.
+    #[command(subcommand)]
+    Lava(lava::LavaCommand),
     /// Print the table of a results file written by `bootbench run -o`,
     /// or its page of per-iteration plots and system counters.
     Report(report::ReportArgs),
@@ -176,6 +181,7 @@ pub fn dispatch(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Kernel(k) => kernel::run(k),
         Command::Image(a) => image::run(a),
         Command::Pack(p) => pack::run(p),
+        Command::Lava(c) => lava::run(c),
         Command::Run(a) => run::run(a),
         Command::Local(a) => local::run(a).map(|d| ExitCode::from(local::exit_status(&d.document))),
         Command::Bisect(a) => bisect::run(a),

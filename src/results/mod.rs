@@ -302,8 +302,41 @@ pub struct BootRecord {
     /// The userland pack attached to this boot, when it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pack: Option<pack::PackRecord>,
+    /// The lab job that booted it, when a lab (LAVA) did rather than
+    /// bootbench's own QEMU; absent for bootbench's boots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lab: Option<LabJob>,
     /// The whole console log.
     pub console_log: String,
+}
+
+/// The job of a lab's scheduler that booted a kernel (`bootbench lava
+/// import`): what identifies it there, and how the lab judged it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LabJob {
+    /// The scheduler: `lava`.
+    pub system: String,
+    /// The job's id there, when known.
+    #[serde(default)]
+    pub job_id: Option<String>,
+    /// Where the job is (its server page), when it came from a server.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// The device that ran it, when known.
+    #[serde(default)]
+    pub device: Option<String>,
+    /// The device type.
+    #[serde(default)]
+    pub device_type: Option<String>,
+    /// How the device booted (`qemu`, `u-boot`, `grub`, `ipxe`).
+    #[serde(default)]
+    pub boot_method: Option<String>,
+    /// The lab's verdict on the job (`pass` or `fail`), with its error.
+    #[serde(default)]
+    pub result: Option<String>,
+    /// The lab's error, when the job failed.
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 impl BootRecord {

@@ -77,6 +77,9 @@ pub struct CmdlineConfig {
     /// `bootbench.zram=BYTES`: a compressed RAM swap device of this size
     /// (zram0), used before any disk swap ([`MIN_ZRAM_BYTES`] at least).
     pub zram_bytes: Option<u64>,
+    /// `bootbench.lava=0|1`: also print the lines LAVA's `monitors` test
+    /// action reads ([`crate::lava_lines`]; default 0).
+    pub lava: Option<bool>,
     /// `bootbench.<workload>.<param>=VALUE` parameter overrides, in order.
     pub params: Vec<(String, String, serde_json::Value)>,
     /// `bootbench.test_fault=NAME[,NAME...]`: faults to inject, for bootbench's
@@ -155,6 +158,7 @@ const KNOWN_KEYS: &[&str] = &[
     "zram",
     "pack",
     "alive",
+    "lava",
     "test_fault",
 ];
 
@@ -173,6 +177,15 @@ pub enum IpSetting {
         /// Prefix length, 1..=32.
         prefix: u8,
     },
+}
+
+/// A 0|1 key (`yes`/`no` and `on`/`off` too).
+fn parse_switch(key: &str, value: &str) -> Result<bool, SuiteError> {
+    match value {
+        "1" | "yes" | "on" => Ok(true),
+        "0" | "no" | "off" => Ok(false),
+        _ => Err(bad(key, value, "expected 0 or 1")),
+    }
 }
 
 fn parse_ipv4(key: &str, value: &str, text: &str) -> Result<std::net::Ipv4Addr, SuiteError> {
@@ -423,13 +436,8 @@ impl CmdlineConfig {
                 }
                 "alive" => cfg.alive_s = Some(parse_num(&full, value, LIMITS.alive_s)?),
                 "zram" => cfg.zram_bytes = Some(parse_num(&full, value, LIMITS.zram_bytes)?),
-                "modules" => {
-                    cfg.load_modules = Some(match value {
-                        "1" | "yes" | "on" => true,
-                        "0" | "no" | "off" => false,
-                        _ => return Err(bad(&full, value, "expected 0 or 1")),
-                    })
-                }
+                "modules" => cfg.load_modules = Some(parse_switch(&full, value)?),
+                "lava" => cfg.lava = Some(parse_switch(&full, value)?),
                 "test_fault" => {
                     for f in value.split(',') {
                         if !TEST_FAULTS.contains(&f) {

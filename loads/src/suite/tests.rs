@@ -279,3 +279,12 @@ fn test_faults_are_named_and_checked() {
     let e = CmdlineConfig::parse("bootbench.test_fault=meltdown").unwrap_err();
     assert!(e.to_string().contains("bootbench.test_fault") && e.to_string().contains("init-panic"), "{e}");
 }
+
+#[test]
+fn the_lava_switch_parses_and_a_bad_value_names_the_key() {
+    assert_eq!(CmdlineConfig::parse("console=ttyS0").unwrap().lava, None);
+    assert_eq!(CmdlineConfig::parse("bootbench.lava=1").unwrap().lava, Some(true));
+    assert_eq!(CmdlineConfig::parse("bootbench.lava=0").unwrap().lava, Some(false));
+    let e = CmdlineConfig::parse("bootbench.lava=maybe").unwrap_err().to_string();
+    assert!(e.contains("bootbench.lava") && e.contains("maybe") && e.contains("expected 0 or 1"), "{e}");
+}
