@@ -207,7 +207,10 @@ fn a_lava_jobs_log_imports_as_a_results_file_that_compare_and_report_read() {
     assert_eq!(boot.kernel.image_sha256, "85667e6c72245133bd7e3e80bac7d16b26fda15c0a3c68faa4b713850ea526cd");
     assert_eq!(boot.initramfs.bytes, 8317532);
     let lab = boot.lab.as_ref().unwrap();
-    assert_eq!((lab.system.as_str(), lab.job_id.as_deref(), lab.device.as_deref()), ("lava", Some("9391"), Some("qemu-01")));
+    assert_eq!(
+        (lab.system.as_str(), lab.job_id.as_deref(), lab.device.as_deref()),
+        ("lava", Some("9391"), Some("qemu-01"))
+    );
     assert_eq!(lab.result.as_deref(), Some("pass"));
     assert!(boot.channels[0].intact);
     assert!(boot.boot.to_hello_s.is_some_and(|s| s > 1.0 && s < boot.boot.wall_s), "{:?}", boot.boot);
@@ -290,4 +293,178 @@ fn a_job_definition_naming_another_kernel_than_lava_fetched_is_refused() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("85667e6c72245133") && err.contains(SHA_A), "{err}");
     assert!(!out.exists());
+}
+
+/// A device configuration for `lava-run`: lava-server's `qemu` template
+/// (from its package, cached beside the kernels) rendered for TCG.
+fn render_qemu_device(dir: &Path) -> std::path::PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/lava");
+    let cache = bootbench::kernel::default_cache_root().join("lava-server");
+    let out = Command::new(here.join("unpack_server_templates.sh")).arg(&cache).output().unwrap();
+    assert!(out.status.success(), "lava-server's templates: {}", String::from_utf8_lossy(&out.stderr));
+    let templates = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let device = dir.join("device.yaml");
+    let out = Command::new(SYSTEM_PYTHON)
+        .arg(here.join("render_device.py"))
+        .args([&templates, "amd64", device.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "render_device.py: {}", String::from_utf8_lossy(&out.stderr));
+    device
+}
+
+/// Runs `job` with `lava-run` on `device`; its log (stderr), its
+/// `result.yaml` and its wall time.
+fn lava_run(dir: &Path, device: &Path, job: &Path, name: &str) -> (std::path::PathBuf, String, f64) {
+    let out_dir = dir.join(format!("{name}-out"));
+    let log = dir.join(format!("{name}.log"));
+    let t0 = std::time::Instant::now();
+    let status = Command::new("lava-run")
+        .args(["--job-id", &format!("{}{}", std::process::id(), name.len())])
+        .arg("--output-dir")
+        .arg(&out_dir)
+        .arg("--device")
+        .arg(device)
+        .arg(job)
+        .stderr(std::fs::File::create(&log).unwrap())
+        .status()
+        .unwrap();
+    let wall = t0.elapsed().as_secs_f64();
+    let result = std::fs::read_to_string(out_dir.join("result.yaml")).unwrap_or_default();
+    eprintln!("lava-run {name}: {status}, {wall:.1} s, result.yaml: {}", result.trim());
+    (log, result, wall)
+}
+
+#[test]
+#[ignore = "long tier: run scripts/test --long"]
+fn long_tier_a_real_lava_run_job_reports_every_metric_and_a_panic_fails_the_job() {
+    require_lava_common();
+    support::require_program("lava-run");
+    let k = support::require_x86_64_boot();
+    let _lock = support::boot_lock();
+    let dir = support::scratch();
+    let d = dir.path();
+    let initramfs = d.join("bootbench.cpio");
+    support::run_bootbench(["image", "--suite", "quick", "-o", initramfs.to_str().unwrap()], support::BOOT_DEADLINE)
+        .assert_success();
+    let device = render_qemu_device(d);
+    let kernel = k.image();
+    let url = |p: &Path| format!("file://{}", p.display());
+    let job_for = |name: &str, extra: &[&str]| {
+        let path = d.join(format!("{name}.yaml"));
+        let mut args: Vec<String> = vec!["lava".into(), "job".into(), "--device-type".into(), "qemu".into()];
+        args.push("--no-kvm".into());
+        for (flag, value) in [
+            ("--kernel-url", url(&kernel)),
+            ("--kernel", kernel.display().to_string()),
+            ("--initramfs-url", url(&initramfs)),
+            ("--initramfs", initramfs.display().to_string()),
+            ("--label", name.to_string()),
+            ("-o", path.display().to_string()),
+        ] {
+            args.extend([flag.to_string(), value]);
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let o = bootbench(&args).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        lava_validate(&path).unwrap();
+        path
+    };
+
+    // 1. A good job: LAVA passes it and records every metric.
+    let job = job_for("lava-ok", &[]);
+    let (log, result, lava_wall) = lava_run(d, &device, &job, "ok");
+    assert!(result.contains("result: pass"), "LAVA failed the job: {result}\n{}", tail(&log));
+    let imported = d.join("lava-ok.json");
+    let o = import(&log, &imported, &["--job", job.to_str().unwrap(), "--job-id", "1"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let boot = bootbench::results::ResultsFile::read(&imported).unwrap().boots.remove(0);
+    assert_eq!(boot.boot.classification, "ok", "{:?}", boot.boot);
+    let doc = boot.result.as_ref().unwrap();
+    assert_eq!(format!("{:?}", doc.status), "Complete");
+    // LAVA's own results: one case per metric, with its measurement and
+    // unit, equal to the document's mean.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let parsed = bootbench::lava::log::JobLog::parse("ok.log", &text).unwrap();
+    let cases: std::collections::BTreeMap<String, bootbench::lava::log::CaseResult> =
+        parsed.results().into_iter().filter(|r| r.definition == "bootbench").map(|r| (r.case.clone(), r)).collect();
+    let mut checked = 0;
+    for w in &doc.workloads {
+        assert_eq!(cases.get(&w.name).map(|c| c.result.as_str()), Some("pass"), "workload {} in {cases:?}", w.name);
+        let names: std::collections::BTreeSet<&String> = w.iterations.iter().flat_map(|i| i.metrics.keys()).collect();
+        for m in names {
+            let id = loads::lava_lines::case_id(&format!("{}_{m}", w.name));
+            let c = cases.get(&id).unwrap_or_else(|| panic!("LAVA has no case {id}"));
+            let values: Vec<f64> = w.iterations.iter().filter_map(|i| i.metrics.get(m)).map(|x| x.value).collect();
+            let mean = values.iter().sum::<f64>() / values.len() as f64;
+            let lava_value: f64 = match c.measurement.as_ref().unwrap() {
+                serde_yaml_ng::Value::Tagged(t) => t.value.as_str().unwrap().parse().unwrap(),
+                v => v.as_str().map(|s| s.parse().unwrap()).or(v.as_f64()).unwrap(),
+            };
+            assert!(
+                (lava_value - mean).abs() <= 1e-9 * mean.abs().max(1.0),
+                "{id}: LAVA {lava_value}, document {mean}"
+            );
+            let unit = &w.iterations[0].metrics[m].unit;
+            assert_eq!(c.units.as_deref(), Some(unit.replace(' ', "_").as_str()), "{id}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "only {checked} metrics");
+    assert_eq!(cases.get("bootbench_run").map(|c| c.result.as_str()), Some("pass"));
+    // What the lines cost: the end line says.
+    let end = text.lines().find(|l| l.contains("bootbench-lava end")).unwrap_or_default();
+    eprintln!("LAVA lines' console cost: {end}");
+
+    // The same kernel and image with bootbench's own QEMU, for the wall
+    // time, and `compare` reading both.
+    let run_file = d.join("run.json");
+    let t0 = std::time::Instant::now();
+    support::run_bootbench(
+        [
+            "run",
+            "--suite",
+            "quick",
+            "--accel",
+            "tcg",
+            "--initramfs",
+            initramfs.to_str().unwrap(),
+            "--label",
+            "qemu",
+            "-o",
+            run_file.to_str().unwrap(),
+        ],
+        support::BOOT_DEADLINE,
+    )
+    .assert_success();
+    let run_wall = t0.elapsed().as_secs_f64();
+    eprintln!("wall: lava-run {lava_wall:.1} s, bootbench run {run_wall:.1} s");
+    let cmp = bootbench(["compare".as_ref(), run_file.as_os_str(), imported.as_os_str()]).output().unwrap();
+    assert!(cmp.status.success(), "{}", String::from_utf8_lossy(&cmp.stderr));
+
+    // 2. A kernel that panics in the middle of the suite: LAVA fails the
+    // job (its timeout: `panic=0` keeps the guest from running the suite
+    // again), and the import says `panic`, keeping the finished workload.
+    let job = job_for(
+        "lava-panic",
+        &["--append", "bootbench.test_fault=kernel-panic", "--suite-minutes", "2", "--boot-minutes", "3"],
+    );
+    let (log, result, wall) = lava_run(d, &device, &job, "panic");
+    assert!(result.contains("result: fail"), "LAVA passed a panicking kernel: {result}");
+    let out = d.join("lava-panic.json");
+    let o = import(&log, &out, &["--job", job.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let boot = bootbench::results::ResultsFile::read(&out).unwrap().boots.remove(0);
+    assert_eq!(boot.boot.classification, "panic", "{:?}\n{}", boot.boot, tail(&log));
+    assert!(boot.result.is_none());
+    let kept = boot.workloads_kept.as_ref().expect("the workload finished before the panic");
+    assert_eq!(kept.workloads[0].name, "fork");
+    eprintln!("panic job: LAVA failed it after {wall:.1} s: {:?}", boot.lab.as_ref().and_then(|l| l.error.clone()));
+}
+
+/// The end of a log, for failure messages.
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
 }

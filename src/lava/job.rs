@@ -132,6 +132,11 @@ pub struct JobArgs {
     /// Minutes LAVA allows for fetching and booting, before the suite.
     #[arg(long, default_value_t = 10, value_name = "MINUTES")]
     pub boot_minutes: u64,
+    /// Minutes LAVA allows the suite, and waits at most between two of its
+    /// lines (default: the suite's watchdog plus 5 for the result's way
+    /// out). A kernel that panics or hangs is caught after this long.
+    #[arg(long, value_name = "MINUTES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub suite_minutes: Option<u64>,
 }
 
 /// The metadata keys a job carries (read back by `bootbench lava import`).
@@ -308,7 +313,7 @@ pub fn render(args: &JobArgs) -> Result<String, LavaError> {
         .map_err(|e| LavaError::Cmdline(e.to_string()))?;
     // The suite's own watchdog, plus the result's way out (the late
     // steps' bounds: at most about 5 minutes), rounded up.
-    let suite_minutes = effective.watchdog_s.div_ceil(60) + 5;
+    let suite_minutes = args.suite_minutes.unwrap_or(effective.watchdog_s.div_ceil(60) + 5);
     let boot = Minutes { minutes: args.boot_minutes.max(1) };
     let test = Minutes { minutes: suite_minutes };
     let job_minutes = Minutes { minutes: 2 * boot.minutes + test.minutes };
