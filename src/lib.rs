@@ -12,6 +12,7 @@ pub mod compare;
 pub mod group_inputs;
 pub mod html_page;
 pub mod interrupt;
+pub mod kcidb_export;
 pub mod kernel;
 pub mod lava;
 pub mod local;

@@ -9,6 +9,7 @@ pub mod calibrate;
 pub mod compare;
 pub mod config;
 pub mod contest_report;
+pub mod export;
 pub mod image;
 pub mod kernel;
 pub mod lava;
@@ -123,6 +124,10 @@ pub enum Command {
     /// Print the table of a results file written by `bootbench run -o`,
     /// or its page of per-iteration plots and system counters.
     Report(report::ReportArgs),
+    /// Write results files in another system's format: `--format kcidb`,
+    /// KernelCI's KCIDB JSON (checkouts, builds, and a test per boot,
+    /// workload and metric).
+    Export(export::ExportArgs),
     /// The config file (what a lab sets once: the receiver, the kernel
     /// cache, the machine): its path, and the values in effect.
     #[command(subcommand)]
@@ -139,6 +144,7 @@ impl Command {
             Command::Compare(_)
                 | Command::ContestReport(_)
                 | Command::Report(_)
+                | Command::Export(_)
                 | Command::Config(_)
                 | Command::Completions(_)
                 | Command::BisectSim(_)
@@ -197,6 +203,7 @@ pub fn dispatch(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Completions(a) => shell::completions(a, <Cli as clap::CommandFactory>::command()),
         Command::Man(a) => shell::man(a, <Cli as clap::CommandFactory>::command()),
         Command::Report(a) => report::run(a),
+        Command::Export(a) => export::run(a),
         Command::Config(c) => config::run(c),
     }
 }

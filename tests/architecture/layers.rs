@@ -32,6 +32,8 @@ pub const HOST_LAYERS: &[(&str, &[&str])] = &[
     ("compare", &["results", "stats", "terminal_table", "html_page"]),
     ("report", &["results", "stats", "compare", "terminal_table", "html_page"]),
     ("nbench_compat", &["stats"]),
+    // Results in other systems' formats.
+    ("kcidb_export", &["results"]),
     // Booting kernels.
     ("boot", &["results", "kernel", "suite_choice", "service", "pack", "interrupt", "terminal"]),
     // What is built on booting and on the statistics.
