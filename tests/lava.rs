@@ -90,7 +90,17 @@ fn every_boot_method_s_job_passes_lavas_own_schema() {
         ("qemu.yaml", &["--device-type", "qemu", "--no-kvm"]),
         ("qemu-ppc64.yaml", &["--device-type", "qemu", "--arch", "ppc64le", "--suite", "standard"]),
         ("ipxe.yaml", &["--device-type", "x86"]),
-        ("grub.yaml", &["--device-type", "x86", "--boot-method", "grub", "--kernel-commit", "abc123"]),
+        (
+            "grub.yaml",
+            &[
+                "--device-type",
+                "x86",
+                "--boot-method",
+                "grub",
+                "--kernel-commit",
+                "0123456789abcdef0123456789abcdef01234567",
+            ],
+        ),
         ("u-boot.yaml", &["--device-type", "beaglebone-black", "--dtb-url", "http://lab.example/am335x-boneblack.dtb"]),
         ("other.yaml", &["--device-type", "my-lab-box", "--boot-method", "ipxe", "--append", "mitigations=off"]),
     ];
@@ -467,4 +477,86 @@ fn tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
+#[test]
+fn the_jobs_kernel_commit_reaches_the_import_and_the_kcidb_checkout() {
+    let dir = tempfile::tempdir().unwrap();
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    // The job of the recorded log's kernel (LAVA computed its sha256).
+    let mut args = job_args(&["--device-type", "qemu", "--kernel-commit", commit]);
+    let at = args.iter().position(|a| a == SHA_A).unwrap();
+    args[at] = "85667e6c72245133bd7e3e80bac7d16b26fda15c0a3c68faa4b713850ea526cd".into();
+    let job = dir.path().join("job.yaml");
+    args.extend(["-o".into(), job.display().to_string()]);
+    assert!(bootbench(&args).status().unwrap().success());
+    let out = dir.path().join("r.json");
+    let o = import(&fixture("ok-job.log"), &out, &["--job", job.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let boot = bootbench::results::ResultsFile::read(&out).unwrap().boots.remove(0);
+    assert_eq!(boot.kernel.commit.as_deref(), Some(commit));
+    assert_eq!(boot.lab.as_ref().unwrap().boot_method.as_deref(), Some("qemu"));
+    let e = bootbench(["export".as_ref(), "--format".as_ref(), "kcidb".as_ref(), out.as_os_str()]).output().unwrap();
+    assert!(e.status.success(), "{}", String::from_utf8_lossy(&e.stderr));
+    let kcidb: serde_json::Value = serde_json::from_slice(&e.stdout).unwrap();
+    assert_eq!(kcidb["checkouts"][0]["git_commit_hash"], commit, "{}", kcidb["checkouts"]);
+    // A short or made-up commit is refused when the job is written.
+    let mut bad = job_args(&["--device-type", "qemu", "--kernel-commit", "abc123"]);
+    bad.extend(["-o".into(), dir.path().join("bad.yaml").display().to_string()]);
+    let o = bootbench(&bad).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a full git commit"));
+}
+
+#[test]
+fn a_job_on_a_lava_server_imports_by_its_url_through_the_rest_api() {
+    support::require_program("python3");
+    // A directory laid out as LAVA's REST API v0.2 answers, served over
+    // HTTP: the job (definition, device, state) and its log.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("www");
+    let job_dir = root.join("lab/api/v0.2/jobs/1234");
+    std::fs::create_dir_all(job_dir.join("logs")).unwrap();
+    let mut args = job_args(&["--device-type", "qemu", "--label", "from-server"]);
+    let at = args.iter().position(|a| a == SHA_A).unwrap();
+    args[at] = "85667e6c72245133bd7e3e80bac7d16b26fda15c0a3c68faa4b713850ea526cd".into();
+    let o = bootbench(&args).output().unwrap();
+    assert!(o.status.success());
+    let definition = String::from_utf8(o.stdout).unwrap();
+    let api = serde_json::json!({"id": 1234, "definition": definition, "actual_device": "qemu-07", "state": "Finished", "health": "Complete"});
+    std::fs::write(job_dir.join("index.html"), api.to_string()).unwrap();
+    std::fs::copy(fixture("ok-job.log"), job_dir.join("logs/index.html")).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let mut server = Command::new("python3")
+        .args(["-m", "http.server", "--bind", "127.0.0.1", &port.to_string()])
+        .current_dir(&root)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let up = support::wait_until(std::time::Duration::from_secs(20), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let out = dir.path().join("r.json");
+    let url = format!("http://127.0.0.1:{port}/lab/scheduler/job/1234");
+    let o = if up { Some(import(Path::new(&url), &out, &[])) } else { None };
+    let missing =
+        import(Path::new(&format!("http://127.0.0.1:{port}/lab/scheduler/job/999")), &dir.path().join("m.json"), &[]);
+    let _ = server.kill();
+    let _ = server.wait();
+    let o = o.expect("the test's HTTP server did not start");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let boot = bootbench::results::ResultsFile::read(&out).unwrap().boots.remove(0);
+    assert_eq!(boot.boot.classification, "ok");
+    assert_eq!(boot.label, "from-server");
+    let lab = boot.lab.unwrap();
+    assert_eq!(lab.job_id.as_deref(), Some("1234"));
+    assert_eq!(lab.device.as_deref(), Some("qemu-07"));
+    assert_eq!(lab.device_type.as_deref(), Some("qemu"));
+    assert_eq!(lab.url, Some(format!("http://127.0.0.1:{port}/lab/scheduler/job/1234")));
+    assert_eq!(missing.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(err.contains("/lab/api/v0.2/jobs/999/") && err.contains("404"), "{err}");
 }

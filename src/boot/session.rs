@@ -769,6 +769,7 @@ fn envelope(
             config_sha256: k.config_sha256.clone(),
             package: k.package.clone(),
             release: k.release.clone(),
+            commit: None,
         },
         initramfs: InitramfsRef {
             path: img.built.path.clone(),

@@ -3,6 +3,7 @@
 
 use crate::lava::import::{self, ImportArgs, JobSource};
 use crate::lava::job::{self, JobArgs};
+use crate::lava::server;
 use anyhow::Context;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,15 +34,24 @@ pub struct JobCommand {
 /// `bootbench lava import`.
 #[derive(Debug, clap::Args)]
 pub struct ImportCommand {
-    /// The job's log file.
-    #[arg(value_name = "JOB-LOG")]
-    pub log: PathBuf,
+    /// The job's log file, or the job's URL on a LAVA server (its page,
+    /// `https://SERVER/scheduler/job/ID`), whose API gives the log, the
+    /// definition and the device.
+    #[arg(value_name = "JOB-LOG|URL")]
+    pub log: String,
+    /// A file holding the LAVA server's API token, for a private job.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
     /// What else is known of the job.
     #[command(flatten)]
     pub import: ImportArgs,
     /// The results file to write.
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
+}
+
+fn read_definition(path: &std::path::Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("cannot read the job definition {}", path.display()))
 }
 
 /// Runs a LAVA subcommand.
@@ -57,19 +67,31 @@ pub fn run(command: &LavaCommand) -> anyhow::Result<ExitCode> {
             }
         }
         LavaCommand::Import(c) => {
-            let name = c.log.display().to_string();
-            let log = std::fs::read_to_string(&c.log).with_context(|| format!("cannot read the job log {name}"))?;
-            let (definition, definition_name) = match &c.import.job {
-                Some(p) => (
-                    Some(
+            let source = if c.log.starts_with("http://") || c.log.starts_with("https://") {
+                let token = match &c.token_file {
+                    Some(p) => Some(
                         std::fs::read_to_string(p)
-                            .with_context(|| format!("cannot read the job definition {}", p.display()))?,
+                            .with_context(|| format!("cannot read the token file {}", p.display()))?
+                            .trim()
+                            .to_string(),
                     ),
-                    p.display().to_string(),
-                ),
-                None => (None, String::new()),
+                    None => None,
+                };
+                let mut source = server::fetch(&c.log, token.as_deref(), std::time::Duration::from_secs(120))?;
+                if let Some(p) = &c.import.job {
+                    source.definition = Some(read_definition(p)?);
+                    source.definition_name = p.display().to_string();
+                }
+                source
+            } else {
+                let name = c.log.clone();
+                let log = std::fs::read_to_string(&c.log).with_context(|| format!("cannot read the job log {name}"))?;
+                let (definition, definition_name) = match &c.import.job {
+                    Some(p) => (Some(read_definition(p)?), p.display().to_string()),
+                    None => (None, String::new()),
+                };
+                JobSource { name, log, definition, definition_name, ..Default::default() }
             };
-            let source = JobSource { name, log, definition, definition_name, ..Default::default() };
             let file = import::import(&source, &c.import)?;
             file.write(&c.output)?;
             let b = &file.boots[0];

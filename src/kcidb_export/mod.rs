@@ -267,7 +267,21 @@ fn checkout_of(
         }
     }
     let source = record.kernel.package.clone();
+    // A full commit the results hold (a LAVA job's `--kernel-commit`).
+    let full = record.kernel.commit.as_deref().filter(|c| c.len() == 40 && is_hex(c));
+    if let (Some(c), Some(f)) = (commit, full) {
+        if c != f {
+            return Err(KcidbError::CommitDisagrees {
+                file: file.into(),
+                group: group_name,
+                commit: c.into(),
+                recorded: f.into(),
+            });
+        }
+    }
+    let commit = commit.or(full);
     let (commit_from, no_commit, warning) = match (commit, &recorded) {
+        (Some(_), _) if full.is_some() => (Some("the results (the kernel's recorded commit)".to_string()), None, None),
         (Some(_), _) => (Some("--commit".to_string()), None, None),
         (None, recorded) => {
             let why = match (recorded, &source) {

@@ -171,10 +171,7 @@ pub fn import(source: &JobSource, args: &ImportArgs) -> Result<ResultsFile, Lava
         .or_else(|| fetched("kernel").and_then(|d| d.url.clone()))
         .unwrap_or_default();
     let ramdisk = fetched("ramdisk");
-    let package = match meta.get(metadata::KERNEL_COMMIT) {
-        Some(commit) => Some(format!("{kernel_url} (git {commit})")),
-        None => (!kernel_url.is_empty()).then(|| kernel_url.clone()),
-    };
+    let package = (!kernel_url.is_empty()).then(|| format!("LAVA job's kernel {kernel_url}"));
     let guest_machine = result.as_ref().map(|d| &d.provenance.machine);
     let cmdline = meta
         .get(metadata::CMDLINE)
@@ -195,6 +192,7 @@ pub fn import(source: &JobSource, args: &ImportArgs) -> Result<ResultsFile, Lava
             config_sha256: None,
             package,
             release: result.as_ref().map(|d| d.provenance.kernel.release.clone()),
+            commit: meta.get(metadata::KERNEL_COMMIT).cloned(),
         },
         initramfs: InitramfsRef {
             path: PathBuf::from(

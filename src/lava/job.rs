@@ -90,7 +90,9 @@ pub struct JobArgs {
     /// The kernel image's sha256.
     #[arg(long, value_name = "HEX")]
     pub kernel_sha256: Option<String>,
-    /// The kernel's git commit, when known (job metadata; KCIDB export).
+    /// The kernel's full git commit (40 hex digits, e.g. `git rev-parse
+    /// HEAD`), when known: job metadata, kept by `lava import` for the
+    /// KCIDB export.
     #[arg(long, value_name = "SHA")]
     pub kernel_commit: Option<String>,
     /// Where LAVA fetches the initramfs `bootbench image` wrote.
@@ -378,7 +380,10 @@ pub fn render(args: &JobArgs) -> Result<String, LavaError> {
         (metadata::VERSION, env!("CARGO_PKG_VERSION").to_string()),
     ]);
     if let Some(c) = &args.kernel_commit {
-        meta.insert(metadata::KERNEL_COMMIT, c.clone());
+        if c.len() != 40 || !c.chars().all(|x| x.is_ascii_hexdigit()) {
+            return Err(LavaError::BadCommit(c.clone()));
+        }
+        meta.insert(metadata::KERNEL_COMMIT, c.to_lowercase());
     }
     let job = Job {
         device_type: args.device_type.clone(),

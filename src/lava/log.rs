@@ -215,17 +215,29 @@ pub fn seconds_between(a: &str, b: &str) -> Option<f64> {
 }
 
 /// `line` with LAVA's `\"` turned back into `"`, when that makes it a
-/// protocol line whose checksum holds; otherwise as it is.
+/// protocol line whose checksum holds and it does not hold as it is;
+/// otherwise as it is.
 fn unescape_protocol_line(line: &str) -> String {
-    if !line.contains("\\\"") || !line.contains(console_protocol::MARKER) {
+    if !line.contains("\\\"") || !line.contains(console_protocol::MARKER) || is_intact_protocol_line(line) {
         return line.to_string();
     }
     let unescaped = line.replace("\\\"", "\"");
-    let at = |l: &str| l.find(console_protocol::MARKER).map(|i| l[i..].to_string());
-    match at(&unescaped) {
-        Some(tail) if console_protocol::parse_line(&tail).is_some() => unescaped,
-        _ => line.to_string(),
+    if is_intact_protocol_line(&unescaped) {
+        unescaped
+    } else {
+        line.to_string()
     }
+}
+
+/// Whether the protocol line in `line` (the marker may come after other
+/// text) checks: a header, an event, or a chunk whose CRC matches.
+fn is_intact_protocol_line(line: &str) -> bool {
+    use console_protocol::Line;
+    let Some(at) = line.find(console_protocol::MARKER) else { return false };
+    matches!(
+        console_protocol::parse_line(&line[at..]),
+        Some(Line::Header { .. } | Line::Event { .. } | Line::Data { intact: true, .. })
+    )
 }
 
 #[cfg(test)]

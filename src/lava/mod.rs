@@ -6,6 +6,7 @@
 pub mod import;
 pub mod job;
 pub mod log;
+pub mod server;
 
 use std::path::PathBuf;
 
@@ -52,6 +53,9 @@ pub enum LavaError {
         /// The value given.
         value: String,
     },
+    /// A commit that is not a full hash.
+    #[error("--kernel-commit '{0}' is not a full git commit (40 hex digits: git rev-parse HEAD)")]
+    BadCommit(String),
     /// A U-Boot job without a DTB.
     #[error("a U-Boot job for '{device_type}' needs --dtb-url (the board's device tree)")]
     NoDtb {

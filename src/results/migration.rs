@@ -197,6 +197,7 @@ pub fn host_run_record(doc: RunDocument, pack: Option<crate::results::pack::Pack
         config_sha256: p.kernel.config_sha256.clone(),
         package: Some(format!("the host's running kernel {} (bootbench local)", p.kernel.release)),
         release: Some(p.kernel.release.clone()),
+        commit: None,
     };
     let machine = MachineShape {
         arch: p.machine.arch.clone(),

@@ -79,6 +79,10 @@ pub struct KernelRef {
     /// Kernel release, when known on the host.
     #[serde(default)]
     pub release: Option<String>,
+    /// The kernel's full git commit (40 hex digits), when whoever booted
+    /// it said (`bootbench lava job --kernel-commit`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 /// The initramfs a boot used.
