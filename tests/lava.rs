@@ -186,6 +186,22 @@ fn a_device_type_bootbench_cannot_boot_is_refused_listing_those_it_can() {
     assert!(!out_file.exists());
 }
 
+/// `lava job` arguments for the job of the recorded `ok-job.log`: its
+/// kernel and initramfs (the sha256 LAVA computed) and the words its
+/// kernel booted with (console=ttyS0 panic=0 quiet bootbench.accel=tcg).
+fn recorded_job_args(extra: &[&str]) -> Vec<String> {
+    let mut args = job_args(&["--device-type", "qemu", "--no-kvm", "--console", "ttyS0", "--append", "quiet"]);
+    for (from, to) in [
+        (SHA_A, "85667e6c72245133bd7e3e80bac7d16b26fda15c0a3c68faa4b713850ea526cd"),
+        (SHA_B, "6ed8f1b795c84a0532d00b948dae2339e6f1a461137fa52384938f3628def5f2"),
+    ] {
+        let at = args.iter().position(|a| a == from).unwrap();
+        args[at] = to.into();
+    }
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
 /// A recorded `lava-run` log (tests/fixtures/lava, from
 /// tests/support/lava/run_example.sh): the quick suite booted by LAVA's
 /// QEMU device under TCG.
@@ -381,8 +397,10 @@ fn long_tier_a_real_lava_run_job_reports_every_metric_and_a_panic_fails_the_job(
         path
     };
 
-    // 1. A good job: LAVA passes it and records every metric.
-    let job = job_for("lava-ok", &[]);
+    // 1. A good job: LAVA passes it and records every metric. One boot
+    // minute: fork runs longer than that under TCG without a line LAVA's
+    // monitor matches, so the monitor's wait must not be the boot's.
+    let job = job_for("lava-ok", &["--boot-minutes", "1"]);
     let (log, result, lava_wall) = lava_run(d, &device, &job, "ok");
     assert!(result.contains("result: pass"), "LAVA failed the job: {result}\n{}", tail(&log));
     let imported = d.join("lava-ok.json");
@@ -484,9 +502,7 @@ fn the_jobs_kernel_commit_reaches_the_import_and_the_kcidb_checkout() {
     let dir = tempfile::tempdir().unwrap();
     let commit = "0123456789abcdef0123456789abcdef01234567";
     // The job of the recorded log's kernel (LAVA computed its sha256).
-    let mut args = job_args(&["--device-type", "qemu", "--kernel-commit", commit]);
-    let at = args.iter().position(|a| a == SHA_A).unwrap();
-    args[at] = "85667e6c72245133bd7e3e80bac7d16b26fda15c0a3c68faa4b713850ea526cd".into();
+    let mut args = recorded_job_args(&["--kernel-commit", commit]);
     let job = dir.path().join("job.yaml");
     args.extend(["-o".into(), job.display().to_string()]);
     assert!(bootbench(&args).status().unwrap().success());
@@ -517,9 +533,7 @@ fn a_job_on_a_lava_server_imports_by_its_url_through_the_rest_api() {
     let root = dir.path().join("www");
     let job_dir = root.join("lab/api/v0.2/jobs/1234");
     std::fs::create_dir_all(job_dir.join("logs")).unwrap();
-    let mut args = job_args(&["--device-type", "qemu", "--label", "from-server"]);
-    let at = args.iter().position(|a| a == SHA_A).unwrap();
-    args[at] = "85667e6c72245133bd7e3e80bac7d16b26fda15c0a3c68faa4b713850ea526cd".into();
+    let mut args = recorded_job_args(&["--label", "from-server"]);
     let o = bootbench(&args).output().unwrap();
     assert!(o.status.success());
     let definition = String::from_utf8(o.stdout).unwrap();
@@ -559,4 +573,165 @@ fn a_job_on_a_lava_server_imports_by_its_url_through_the_rest_api() {
     assert_eq!(missing.status.code(), Some(1));
     let err = String::from_utf8_lossy(&missing.stderr);
     assert!(err.contains("/lab/api/v0.2/jobs/999/") && err.contains("404"), "{err}");
+}
+
+/// `ok-job.log` with `edit` applied to its lines, written in `dir`.
+fn edited_log(dir: &Path, name: &str, edit: impl Fn(&str) -> Vec<String>) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(fixture("ok-job.log")).unwrap();
+    let out: String = text.lines().flat_map(|l| edit(l)).map(|l| l + "\n").collect();
+    let path = dir.join(name);
+    std::fs::write(&path, out).unwrap();
+    path
+}
+
+#[test]
+fn a_log_of_two_boots_or_two_jobs_or_another_jobs_definition_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    // The device rebooted and the appliance started again.
+    let hello = std::fs::read_to_string(fixture("ok-job.log"))
+        .unwrap()
+        .lines()
+        .find(|l| l.contains("EVENT hello"))
+        .unwrap()
+        .to_string();
+    let twice = edited_log(dir.path(), "twice.log", |l| {
+        if l.contains("bootbench-lava") || l.contains("\"case\": \"job\"") {
+            vec![hello.clone(), l.to_string()]
+        } else {
+            vec![l.to_string()]
+        }
+    });
+    let err = String::from_utf8_lossy(&import(&twice, &out, &[]).stderr).into_owned();
+    assert!(err.contains("twice.log") && err.contains("started 2 times"), "{err}");
+    assert!(!out.exists());
+    // Two jobs' logs joined.
+    let joined = dir.path().join("joined.log");
+    let mut text = std::fs::read_to_string(fixture("ok-job.log")).unwrap();
+    text.push_str(&std::fs::read_to_string(fixture("panic-job.log")).unwrap());
+    std::fs::write(&joined, text).unwrap();
+    let err = String::from_utf8_lossy(&import(&joined, &out, &[]).stderr).into_owned();
+    assert!(err.contains("joined.log") && err.contains("2 LAVA jobs"), "{err}");
+    assert!(!out.exists());
+    // A definition with the right kernel but another initramfs, or another cmdline.
+    for (name, words) in [("other-image.yaml", "initramfs with sha256"), ("other-cmdline.yaml", "'mitigations=off'")] {
+        let mut args = recorded_job_args(&[]);
+        if name == "other-image.yaml" {
+            let at = args.iter().position(|a| a.starts_with("6ed8f1b7")).unwrap();
+            args[at] = SHA_B.into();
+        } else {
+            let at = args.iter().position(|a| a == "quiet").unwrap();
+            args[at] = "quiet mitigations=off".into();
+        }
+        let job = dir.path().join(name);
+        args.extend(["-o".into(), job.display().to_string()]);
+        assert!(bootbench(&args).status().unwrap().success());
+        let o = import(&fixture("ok-job.log"), &out, &["--job", job.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1), "{name}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(words) && err.contains("another job"), "{name}: {err}");
+        assert!(!out.exists());
+    }
+}
+
+#[test]
+fn lavas_timeouts_and_its_own_failures_classify_as_a_hang_and_a_harness_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    // Cut the console after the first workload's stream: the monitor timed
+    // out (LAVA's warning), LAVA still passed the job.
+    let mut after_fork = false;
+    let silent = edited_log(dir.path(), "silent.log", |l| {
+        if l.contains("bootbench: workload dbench starting") {
+            after_fork = true;
+        }
+        let console = l.contains("\"lvl\": \"target\"") || l.contains("\"lvl\": \"feedback\"");
+        if after_fork && console {
+            return vec![];
+        }
+        if l.contains("\"case\": \"job\"") {
+            return vec![
+                "{\"dt\": \"2026-12-04T19:40:00.000000\", \"lvl\": \"warning\", \"msg\": \"err: lava test monitoring has timed out\"}".into(),
+                l.to_string(),
+            ];
+        }
+        vec![l.to_string()]
+    });
+    let out = dir.path().join("s.json");
+    let o = import(&silent, &out, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let boot = bootbench::results::ResultsFile::read(&out).unwrap().boots.remove(0);
+    assert_eq!(boot.boot.classification, "hang", "{:?}", boot.boot);
+    assert_eq!(boot.workloads_kept.as_ref().unwrap().workloads[0].name, "fork");
+    // Imported again: the same run id, not a new one.
+    let again = dir.path().join("s2.json");
+    assert!(import(&silent, &again, &[]).status.success());
+    let id = |p: &Path| bootbench::results::ResultsFile::read(p).unwrap().boots[0].boot.envelope_id.clone();
+    assert!(id(&out).is_some_and(|i| i.starts_with("host-")));
+    assert_eq!(id(&out), id(&again));
+    // LAVA's own failure (its connection to the device broke) in the
+    // middle of the suite: the harness's, as when QEMU itself fails.
+    let mut cut = false;
+    let infra = edited_log(dir.path(), "infra.log", |l| {
+        if l.contains("bootbench: workload dbench starting") {
+            cut = true;
+        }
+        let console = l.contains("\"lvl\": \"target\"") || l.contains("\"lvl\": \"feedback\"");
+        if cut && console {
+            return vec![];
+        }
+        if l.contains("\"case\": \"job\"") {
+            return vec!["{\"dt\": \"2026-12-04T19:40:00.000000\", \"lvl\": \"results\", \"msg\": {\"case\": \"job\", \"definition\": \"lava\", \"error_msg\": \"Connection closed\", \"error_type\": \"Infrastructure\", \"result\": \"fail\"}}".into()];
+        }
+        vec![l.to_string()]
+    });
+    let out = dir.path().join("i.json");
+    let o = import(&infra, &out, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let boot = bootbench::results::ResultsFile::read(&out).unwrap().boots.remove(0);
+    assert_eq!(boot.lab.as_ref().unwrap().error_type.as_deref(), Some("Infrastructure"));
+    assert_eq!(boot.boot.classification, "qemu_failure", "{:?}", boot.boot);
+    assert!(
+        boot.boot.detail.as_deref().is_some_and(|d| d.contains("Infrastructure") && d.contains("Connection closed")),
+        "{:?}",
+        boot.boot
+    );
+}
+
+#[test]
+fn a_quote_in_the_cmdline_or_an_overlong_job_name_is_refused_before_lava_sees_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for (extra, words) in [
+        (
+            vec!["--device-type", "qemu", "--append", "note=it's -hda /etc/shadow"],
+            "''' cannot be in a LAVA job's cmdline",
+        ),
+        (vec!["--device-type", "qemu", "--console", "ttyS0{kernel}"], "cannot be in a LAVA job's cmdline"),
+    ] {
+        let mut args = job_args(&extra);
+        let job = dir.path().join("job.yaml");
+        args.extend(["-o".into(), job.display().to_string()]);
+        let o = bootbench(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{extra:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(words), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(!job.exists());
+    }
+    let long = "x".repeat(190);
+    let mut args = job_args(&["--device-type", "qemu", "--label", &long]);
+    args.extend(["-o".into(), dir.path().join("j.yaml").display().to_string()]);
+    let o = bootbench(&args).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("1 to 200 characters"));
+}
+
+#[test]
+fn the_boot_action_waits_as_long_as_the_suite_since_lavas_monitor_waits_with_its_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let job =
+        write_job(dir.path(), "job.yaml", &["--device-type", "qemu", "--boot-minutes", "3", "--suite-minutes", "40"]);
+    let v: serde_json::Value = serde_yaml_ng::from_str(&std::fs::read_to_string(&job).unwrap()).unwrap();
+    let minutes = |action: usize, name: &str| v["actions"][action][name]["timeout"]["minutes"].as_u64().unwrap();
+    assert_eq!(minutes(0, "deploy"), 3);
+    assert_eq!(minutes(1, "boot"), 43);
+    assert_eq!(minutes(2, "test"), 40);
+    assert_eq!(v["timeouts"]["job"]["minutes"].as_u64(), Some(3 + 43 + 40));
 }

@@ -1,7 +1,8 @@
 //! The lines LAVA's `monitors` test action reads ([`loads::lava_lines`]),
 //! printed only when the cmdline asks (`bootbench.lava=1`): the start line
 //! once the cmdline is read, each workload's lines right after its result
-//! stream, and the run's line and the end line after the whole document.
+//! stream, and the run's line and the end line after the whole document
+//! and the late steps (LAVA powers the device off at the end line).
 //! The end line also says how many lines were printed and the time they
 //! took on the console, which is what the feature costs a boot.
 

@@ -152,8 +152,10 @@ fn main() {
     // The console first: from here on, nothing can lose the result.
     let lines = result_channels::frame(Stream::Result, &id, &json);
     result_channels::emit_console(&lines);
-    lava.finish(&doc);
     late.run(sfd.as_ref(), &faults, doc.provenance.storage.as_ref(), &id, &json, &lines);
+    // LAVA ends its job at the end line, and powers the device off: the
+    // late steps (the upload, the scratch disk's sync) come first.
+    lava.finish(&doc);
     console_line(&console_protocol::event(EVENT_POWEROFF, &format!("status={:?}", doc.status).to_lowercase()));
     power_off::power_off(sfd.as_ref())
 }

@@ -388,7 +388,13 @@ pub fn boot_status(classification: &str) -> Status {
 ///   failed (a missing scratch disk, a child killed by the watchdog), not
 ///   that the kernel is faulty. Never left out either: a failed workload
 ///   is a test with this status, so it cannot vanish from a report.
+/// - MISS: "the test didn't run due to a failure in the test harness, and
+///   the status of the tested code is unknown": a workload the suite did
+///   not run (`not run: ...`: the watchdog ran out or a stop came first).
 pub fn workload_status(w: &WorkloadResult) -> Status {
+    if w.error.as_deref().is_some_and(|e| e.starts_with("not run:")) {
+        return Status::Miss;
+    }
     let failed = w.error.is_some() || w.iterations.is_empty() || w.iterations.iter().any(|i| !i.errors.is_empty());
     if failed {
         Status::Error

@@ -125,6 +125,15 @@ fn a_part_of_an_iteration_that_failed_makes_its_workload_an_error() {
 }
 
 #[test]
+fn a_workload_the_suite_did_not_run_is_a_miss_not_an_error() {
+    let mut w = fork_workload(1000, &[]);
+    w.error = Some("not run: the watchdog's 600 s ran out before workload fork".into());
+    assert_eq!(workload_status(&w), Status::Miss);
+    w.error = Some("the watchdog killed it".into());
+    assert_eq!(workload_status(&w), Status::Error);
+}
+
+#[test]
 fn a_nan_metric_has_no_number_and_is_an_error() {
     let mut d = doc(vec![fork_workload(1000, &[100.0, f64::NAN])]);
     d.run_id = "run-n".into();

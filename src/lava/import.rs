@@ -93,6 +93,13 @@ pub fn import(source: &JobSource, args: &ImportArgs) -> Result<ResultsFile, Lava
     let log = JobLog::parse(&source.name, &source.log)?;
     let (meta, device_type) = read_definition(source)?;
     let console = log.console_text();
+    let jobs = log.results().into_iter().filter(|r| r.definition == "lava" && r.case == "job").count();
+    if jobs > 1 {
+        return Err(LavaError::Log {
+            path: source.name.clone(),
+            problem: format!("it holds the ends of {jobs} LAVA jobs: import each job's log on its own"),
+        });
+    }
     let Some(job_result) = log.job_result() else {
         return Err(LavaError::Log {
             path: source.name.clone(),
@@ -120,9 +127,29 @@ pub fn import(source: &JobSource, args: &ImportArgs) -> Result<ResultsFile, Lava
             })
         }
     };
+    if let (Some(d), Some(m)) = (fetched("ramdisk"), meta.get(metadata::INITRAMFS_SHA256)) {
+        if !d.sha256.eq_ignore_ascii_case(m) {
+            return Err(LavaError::Log {
+                path: source.name.clone(),
+                problem: format!(
+                    "LAVA fetched an initramfs with sha256 {}, but the job's metadata says {m}: the definition is another job's",
+                    d.sha256
+                ),
+            });
+        }
+    }
     let mut scan = ConsoleScan::new();
     scan.feed_bytes(console.as_bytes());
     scan.finish();
+    let hellos = scan.events().iter().filter(|(name, _)| name == loads::console_protocol::EVENT_HELLO).count();
+    if hellos > 1 {
+        return Err(LavaError::Log {
+            path: source.name.clone(),
+            problem: format!(
+                "the appliance started {hellos} times in one job (the device rebooted and ran the suite again): one boot per job, so nothing is written"
+            ),
+        });
+    }
     if !scan.hello_seen() && scan.panic_line().is_none() && !console.contains("Linux version") {
         return Err(LavaError::Log {
             path: source.name.clone(),
@@ -141,14 +168,8 @@ pub fn import(source: &JobSource, args: &ImportArgs) -> Result<ResultsFile, Lava
     {
         return Err(LavaError::TruncatedResult { path: source.name.clone(), problem: e.to_string() });
     }
-    // LAVA ended the job: a failed job that timed out is a hang of the
-    // whole boot; otherwise the device stopped printing and the job ended.
-    let timed_out = job_result.result != "pass"
-        && job_result.error_msg.as_deref().is_some_and(|m| m.to_lowercase().contains("timed out"));
-    let end =
-        if timed_out { RunEnd::TimedOut(HangKind::Total) } else { RunEnd::Exited { code: Some(0), signal: None } };
-    let hang_detail = job_result.error_msg.clone().unwrap_or_else(|| "LAVA's timeout".into());
-    let facts = RunFacts::from_scan(&scan, end, hang_detail, String::new());
+    let (end, hang_detail, stderr) = lava_end(&log, &job_result);
+    let facts = RunFacts::from_scan(&scan, end, hang_detail, stderr);
     let judgement = judge(&facts);
 
     let (result, result_error) = match &document {
@@ -173,11 +194,22 @@ pub fn import(source: &JobSource, args: &ImportArgs) -> Result<ResultsFile, Lava
     let ramdisk = fetched("ramdisk");
     let package = (!kernel_url.is_empty()).then(|| format!("LAVA job's kernel {kernel_url}"));
     let guest_machine = result.as_ref().map(|d| &d.provenance.machine);
-    let cmdline = meta
-        .get(metadata::CMDLINE)
-        .cloned()
-        .or_else(|| result.as_ref().map(|d| d.provenance.kernel.cmdline.clone()))
-        .unwrap_or_default();
+    let guest_cmdline = result.as_ref().map(|d| d.provenance.kernel.cmdline.clone());
+    if let (Some(job), Some(guest)) = (meta.get(metadata::CMDLINE), &guest_cmdline) {
+        // LAVA's board templates add their own words; the job's must all be there.
+        let booted: std::collections::BTreeSet<&str> = guest.split_whitespace().collect();
+        if let Some(w) = job.split_whitespace().find(|w| !booted.contains(w) && !w.starts_with("bootbench.token=")) {
+            return Err(LavaError::Log {
+                path: source.name.clone(),
+                problem: format!(
+                    "the job's cmdline has '{w}', which the kernel did not boot with ({guest}): the definition is another job's"
+                ),
+            });
+        }
+    }
+    // The job's cmdline when known, so that a job's failed and good boots
+    // are one group; else the one the guest reported.
+    let cmdline = meta.get(metadata::CMDLINE).cloned().or(guest_cmdline).unwrap_or_default();
     let accel = guest_machine.and_then(|m| m.accel.clone()).unwrap_or_else(|| {
         cmdline.split_whitespace().find_map(|w| w.strip_prefix("bootbench.accel=")).unwrap_or("unknown").to_string()
     });
@@ -234,7 +266,9 @@ pub fn import(source: &JobSource, args: &ImportArgs) -> Result<ResultsFile, Lava
             wall_s: log.span_s().unwrap_or(0.0),
             to_hello_s: first_dt.zip(hello_dt).and_then(|(a, b)| super::log::seconds_between(a, b)),
             qemu_status: None,
-            envelope_id: result.is_none().then(crate::results::host_run_id),
+            // The same job imported twice is one run, so its id comes
+            // from the log, not from chance.
+            envelope_id: result.is_none().then(|| log_run_id(&source.log)),
         },
         channels: vec![ChannelReport {
             name: "console".into(),
@@ -256,8 +290,45 @@ pub fn import(source: &JobSource, args: &ImportArgs) -> Result<ResultsFile, Lava
             boot_method: meta.get(metadata::BOOT_METHOD).cloned(),
             result: Some(job_result.result.clone()),
             error: job_result.error_msg.clone(),
+            error_type: job_result.error_type.clone(),
         }),
         console_log: console,
     };
     Ok(ResultsFile { boots: vec![record], ..Default::default() })
+}
+
+/// A run id for a boot without a guest document, made from the log: the
+/// host-made form (`host-` and 32 hex digits), the same for the same log.
+fn log_run_id(log: &str) -> String {
+    use sha2::Digest;
+    let digest = hex::encode(sha2::Sha256::digest(log.as_bytes()));
+    format!("{}{}", crate::results::HOST_ID_PREFIX, &digest[..32])
+}
+
+/// How the device's run ended, as LAVA's log says, in the terms QEMU's
+/// runner uses (`RunEnd`, the timeout's words, a harness failure's text):
+/// - LAVA's monitor waited in vain (its warning `lava test monitoring has
+///   timed out`, or a job failed with `... timed out ...`): the device went
+///   silent, a hang;
+/// - a job that failed for LAVA's own reasons (`error_type`
+///   `Infrastructure`, `Canceled`, `Configuration`, `Bug`): the harness
+///   failed, as when QEMU itself fails;
+/// - otherwise the device stopped printing and the job ended.
+fn lava_end(log: &JobLog, job: &super::log::CaseResult) -> (RunEnd, String, String) {
+    let monitor_timed_out = log
+        .entries
+        .iter()
+        .any(|e| e.lvl == "warning" && e.msg.as_str().is_some_and(|m| m.contains("monitoring has timed out")));
+    let message = job.error_msg.clone().unwrap_or_default();
+    let failed = job.result != "pass";
+    if monitor_timed_out || (failed && message.to_lowercase().contains("timed out")) {
+        let detail = if message.is_empty() { "LAVA's test monitor timed out".to_string() } else { message };
+        return (RunEnd::TimedOut(HangKind::Silence), format!("{detail} (LAVA)"), String::new());
+    }
+    let harness = matches!(job.error_type.as_deref(), Some("Infrastructure" | "Canceled" | "Configuration" | "Bug"));
+    if failed && harness {
+        let what = format!("LAVA: {} error: {message}", job.error_type.as_deref().unwrap_or_default());
+        return (RunEnd::Exited { code: Some(1), signal: None }, String::new(), what);
+    }
+    (RunEnd::Exited { code: Some(0), signal: None }, String::new(), String::new())
 }

@@ -318,7 +318,16 @@ pub fn render(args: &JobArgs) -> Result<String, LavaError> {
     let suite_minutes = args.suite_minutes.unwrap_or(effective.watchdog_s.div_ceil(60) + 5);
     let boot = Minutes { minutes: args.boot_minutes.max(1) };
     let test = Minutes { minutes: suite_minutes };
-    let job_minutes = Minutes { minutes: 2 * boot.minutes + test.minutes };
+    // LAVA's monitor waits for each of its lines with the timeout of the
+    // action that started the device's connection (lava_dispatcher's
+    // `monitor.py` takes `test_connection.timeout`; for a QEMU device that
+    // is `execute-qemu`'s, a part of the boot action), one deadline per
+    // wait that no other output resets, and nothing it matches comes while
+    // a workload runs. So the boot action gets the suite's time too: the
+    // price is that a kernel which never reaches the init is given up
+    // after boot plus suite minutes rather than boot minutes.
+    let boot_action = Minutes { minutes: boot.minutes + test.minutes };
+    let job_minutes = Minutes { minutes: boot.minutes + boot_action.minutes + test.minutes };
     let kernel =
         Image { url: args.kernel_url.clone(), sha256sum: Some(kernel_sha.clone()), image_arg: None, kind: None };
     let ramdisk =
@@ -358,8 +367,8 @@ pub fn render(args: &JobArgs) -> Result<String, LavaError> {
             }
         }
     };
-    let boot_action = Boot {
-        timeout: boot,
+    let boot_step = Boot {
+        timeout: boot_action,
         method: method.lava_name(),
         media: (method == BootMethod::Qemu).then_some("tmpfs"),
         commands: (method != BootMethod::Qemu).then_some("ramdisk"),
@@ -385,15 +394,16 @@ pub fn render(args: &JobArgs) -> Result<String, LavaError> {
         }
         meta.insert(metadata::KERNEL_COMMIT, c.to_lowercase());
     }
+    let job_name = args
+        .job_name
+        .clone()
+        .unwrap_or_else(|| format!("bootbench {} on {} ({})", effective.name, args.device_type, args.label));
+    if job_name.is_empty() || job_name.chars().count() > 200 {
+        return Err(LavaError::JobName(job_name));
+    }
     let job = Job {
         device_type: args.device_type.clone(),
-        job_name: args
-            .job_name
-            .clone()
-            .unwrap_or_else(|| format!("bootbench {} on {} ({})", effective.name, args.device_type, args.label)),
-        // LAVA's monitor waits for each line with the connection's timeout,
-        // and nothing it matches comes while a workload runs: the longest
-        // wait is the suite's.
+        job_name,
         timeouts: Timeouts { job: job_minutes, connection: test },
         priority: "medium",
         visibility: args.visibility.clone(),
@@ -401,7 +411,7 @@ pub fn render(args: &JobArgs) -> Result<String, LavaError> {
         metadata: meta,
         actions: vec![
             Action { deploy: Some(deploy), ..Default::default() },
-            Action { boot: Some(boot_action), ..Default::default() },
+            Action { boot: Some(boot_step), ..Default::default() },
             Action {
                 test: Some(Test {
                     timeout: test,
@@ -443,6 +453,14 @@ fn kernel_cmdline(args: &JobArgs, arch: Arch, method: BootMethod) -> Result<Kern
     c.push("bootbench.accel", accel).map_err(bad)?;
     if let Some(words) = &args.append {
         c.extend_raw(words).map_err(bad)?;
+    }
+    // A QEMU job's cmdline goes inside `-append '...'`, which LAVA splits
+    // like a shell, after putting file paths in for `{...}`.
+    if let Some(ch) = c.as_str().chars().find(|ch| "'{}".contains(*ch)) {
+        return Err(LavaError::Cmdline(format!(
+            "'{ch}' cannot be in a LAVA job's cmdline (LAVA splits it like a shell and fills in {{...}}): {}",
+            c.as_str()
+        )));
     }
     Ok(c)
 }

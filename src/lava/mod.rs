@@ -53,6 +53,9 @@ pub enum LavaError {
         /// The value given.
         value: String,
     },
+    /// A job name LAVA refuses (1 to 200 characters).
+    #[error("the job name must have 1 to 200 characters (LAVA's limit); give a shorter --label or --job-name: '{0}'")]
+    JobName(String),
     /// A commit that is not a full hash.
     #[error("--kernel-commit '{0}' is not a full git commit (40 hex digits: git rev-parse HEAD)")]
     BadCommit(String),

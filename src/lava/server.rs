@@ -22,8 +22,14 @@ pub fn parse_job_url(url: &str) -> Result<(String, String), LavaError> {
     for marker in ["/scheduler/job/", "/api/v0.2/jobs/"] {
         if let Some(at) = path.find(marker) {
             let id = &path[at + marker.len()..];
-            if id.is_empty() || !id.chars().all(|c| c.is_ascii_digit()) {
-                return Err(bad("the job id after the path must be a number"));
+            // A multinode job's parts are `ID.N`.
+            let number = |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit());
+            let ok = match id.split_once('.') {
+                Some((a, b)) => number(a) && number(b),
+                None => number(id),
+            };
+            if !ok {
+                return Err(bad("the job id after the path must be a number (ID, or ID.N for a multinode job's part)"));
             }
             let mut base = parsed.clone();
             base.set_path(&path[..at]);
@@ -107,7 +113,14 @@ mod tests {
             parse_job_url("https://lab.example/lava/api/v0.2/jobs/77/?x=1").unwrap(),
             ("https://lab.example/lava".into(), "77".into())
         );
-        for bad in ["ftp://lava/scheduler/job/1", "https://lava/scheduler/job/abc", "https://lava/jobs/1", "nope"] {
+        assert_eq!(parse_job_url("https://lava/scheduler/job/12.1").unwrap().1, "12.1");
+        for bad in [
+            "ftp://lava/scheduler/job/1",
+            "https://lava/scheduler/job/abc",
+            "https://lava/scheduler/job/1.",
+            "https://lava/jobs/1",
+            "nope",
+        ] {
             assert!(parse_job_url(bad).is_err(), "{bad}");
         }
     }

@@ -341,6 +341,10 @@ pub struct LabJob {
     /// The lab's error, when the job failed.
     #[serde(default)]
     pub error: Option<String>,
+    /// The lab's class of that error (LAVA's `error_type`: `Test`,
+    /// `Infrastructure`, `Canceled`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_type: Option<String>,
 }
 
 impl BootRecord {
