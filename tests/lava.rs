@@ -186,20 +186,14 @@ fn a_device_type_bootbench_cannot_boot_is_refused_listing_those_it_can() {
     assert!(!out_file.exists());
 }
 
-/// `lava job` arguments for the job of the recorded `ok-job.log`: its
-/// kernel and initramfs (the sha256 LAVA computed) and the words its
-/// kernel booted with (console=ttyS0 panic=0 quiet bootbench.accel=tcg).
-fn recorded_job_args(extra: &[&str]) -> Vec<String> {
-    let mut args = job_args(&["--device-type", "qemu", "--no-kvm", "--console", "ttyS0", "--append", "quiet"]);
-    for (from, to) in [
-        (SHA_A, "85667e6c72245133bd7e3e80bac7d16b26fda15c0a3c68faa4b713850ea526cd"),
-        (SHA_B, "6ed8f1b795c84a0532d00b948dae2339e6f1a461137fa52384938f3628def5f2"),
-    ] {
-        let at = args.iter().position(|a| a == from).unwrap();
-        args[at] = to.into();
-    }
-    args.extend(extra.iter().map(|s| s.to_string()));
-    args
+/// The definition `bootbench lava job` wrote for `monitors-job.log`
+/// (a real lava-run of the quick suite, with the appliance's LAVA lines),
+/// edited by `edit`, in `dir`.
+fn monitors_definition(dir: &Path, name: &str, edit: impl Fn(String) -> String) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(fixture("monitors-job.yaml")).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, edit(text)).unwrap();
+    path
 }
 
 /// A recorded `lava-run` log (tests/fixtures/lava, from
@@ -410,36 +404,8 @@ fn long_tier_a_real_lava_run_job_reports_every_metric_and_a_panic_fails_the_job(
     assert_eq!(boot.boot.classification, "ok", "{:?}", boot.boot);
     let doc = boot.result.as_ref().unwrap();
     assert_eq!(format!("{:?}", doc.status), "Complete");
-    // LAVA's own results: one case per metric, with its measurement and
-    // unit, equal to the document's mean.
+    assert_lava_recorded_every_metric(&log, doc);
     let text = std::fs::read_to_string(&log).unwrap();
-    let parsed = bootbench::lava::log::JobLog::parse("ok.log", &text).unwrap();
-    let cases: std::collections::BTreeMap<String, bootbench::lava::log::CaseResult> =
-        parsed.results().into_iter().filter(|r| r.definition == "bootbench").map(|r| (r.case.clone(), r)).collect();
-    let mut checked = 0;
-    for w in &doc.workloads {
-        assert_eq!(cases.get(&w.name).map(|c| c.result.as_str()), Some("pass"), "workload {} in {cases:?}", w.name);
-        let names: std::collections::BTreeSet<&String> = w.iterations.iter().flat_map(|i| i.metrics.keys()).collect();
-        for m in names {
-            let id = loads::lava_lines::case_id(&format!("{}_{m}", w.name));
-            let c = cases.get(&id).unwrap_or_else(|| panic!("LAVA has no case {id}"));
-            let values: Vec<f64> = w.iterations.iter().filter_map(|i| i.metrics.get(m)).map(|x| x.value).collect();
-            let mean = values.iter().sum::<f64>() / values.len() as f64;
-            let lava_value: f64 = match c.measurement.as_ref().unwrap() {
-                serde_yaml_ng::Value::Tagged(t) => t.value.as_str().unwrap().parse().unwrap(),
-                v => v.as_str().map(|s| s.parse().unwrap()).or(v.as_f64()).unwrap(),
-            };
-            assert!(
-                (lava_value - mean).abs() <= 1e-9 * mean.abs().max(1.0),
-                "{id}: LAVA {lava_value}, document {mean}"
-            );
-            let unit = &w.iterations[0].metrics[m].unit;
-            assert_eq!(c.units.as_deref(), Some(unit.replace(' ', "_").as_str()), "{id}");
-            checked += 1;
-        }
-    }
-    assert!(checked >= 20, "only {checked} metrics");
-    assert_eq!(cases.get("bootbench_run").map(|c| c.result.as_str()), Some("pass"));
     // What the lines cost: the end line says.
     let end = text.lines().find(|l| l.contains("bootbench-lava end")).unwrap_or_default();
     eprintln!("LAVA lines' console cost: {end}");
@@ -490,6 +456,51 @@ fn long_tier_a_real_lava_run_job_reports_every_metric_and_a_panic_fails_the_job(
     eprintln!("panic job: LAVA failed it after {wall:.1} s: {:?}", boot.lab.as_ref().and_then(|l| l.error.clone()));
 }
 
+/// LAVA's own results in the job's log: a case for each workload and for
+/// every metric of it, with a measurement equal to the document's mean
+/// and the same unit.
+fn assert_lava_recorded_every_metric(log: &Path, doc: &loads::schema::RunDocument) {
+    let text = std::fs::read_to_string(log).unwrap();
+    let parsed = bootbench::lava::log::JobLog::parse("job.log", &text).unwrap();
+    let cases: std::collections::BTreeMap<String, bootbench::lava::log::CaseResult> =
+        parsed.results().into_iter().filter(|r| r.definition == "bootbench").map(|r| (r.case.clone(), r)).collect();
+    let mut checked = 0;
+    for w in &doc.workloads {
+        assert_eq!(cases.get(&w.name).map(|c| c.result.as_str()), Some("pass"), "workload {} in {cases:?}", w.name);
+        let names: std::collections::BTreeSet<&String> = w.iterations.iter().flat_map(|i| i.metrics.keys()).collect();
+        for m in names {
+            let id = loads::lava_lines::case_id(&format!("{}_{m}", w.name));
+            let c = cases.get(&id).unwrap_or_else(|| panic!("LAVA has no case {id}"));
+            let values: Vec<f64> = w.iterations.iter().filter_map(|i| i.metrics.get(m)).map(|x| x.value).collect();
+            let mean = values.iter().sum::<f64>() / values.len() as f64;
+            let lava_value: f64 = match c.measurement.as_ref().unwrap() {
+                serde_yaml_ng::Value::Tagged(t) => t.value.as_str().unwrap().parse().unwrap(),
+                v => v.as_str().map(|s| s.parse().unwrap()).or(v.as_f64()).unwrap(),
+            };
+            assert!(
+                (lava_value - mean).abs() <= 1e-9 * mean.abs().max(1.0),
+                "{id}: LAVA {lava_value}, document {mean}"
+            );
+            let unit = &w.iterations[0].metrics[m].unit;
+            assert_eq!(c.units.as_deref(), Some(unit.replace(' ', "_").as_str()), "{id}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "only {checked} metrics");
+    assert_eq!(cases.get("bootbench_run").map(|c| c.result.as_str()), Some("pass"));
+}
+
+#[test]
+fn lava_recorded_every_metric_of_a_real_job_with_the_documents_mean_and_unit() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let log = fixture("monitors-job.log");
+    assert!(import(&log, &out, &["--job", fixture("monitors-job.yaml").to_str().unwrap()]).status.success());
+    let boot = bootbench::results::ResultsFile::read(&out).unwrap().boots.remove(0);
+    assert_eq!(boot.boot.classification, "ok");
+    assert_lava_recorded_every_metric(&log, boot.result.as_ref().unwrap());
+}
+
 /// The end of a log, for failure messages.
 fn tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -500,14 +511,12 @@ fn tail(path: &Path) -> String {
 #[test]
 fn the_jobs_kernel_commit_reaches_the_import_and_the_kcidb_checkout() {
     let dir = tempfile::tempdir().unwrap();
+    // The fixture's job was written with this --kernel-commit.
     let commit = "0123456789abcdef0123456789abcdef01234567";
-    // The job of the recorded log's kernel (LAVA computed its sha256).
-    let mut args = recorded_job_args(&["--kernel-commit", commit]);
-    let job = dir.path().join("job.yaml");
-    args.extend(["-o".into(), job.display().to_string()]);
-    assert!(bootbench(&args).status().unwrap().success());
+    let job = fixture("monitors-job.yaml");
+    assert!(std::fs::read_to_string(&job).unwrap().contains(commit));
     let out = dir.path().join("r.json");
-    let o = import(&fixture("ok-job.log"), &out, &["--job", job.to_str().unwrap()]);
+    let o = import(&fixture("monitors-job.log"), &out, &["--job", job.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let boot = bootbench::results::ResultsFile::read(&out).unwrap().boots.remove(0);
     assert_eq!(boot.kernel.commit.as_deref(), Some(commit));
@@ -533,13 +542,11 @@ fn a_job_on_a_lava_server_imports_by_its_url_through_the_rest_api() {
     let root = dir.path().join("www");
     let job_dir = root.join("lab/api/v0.2/jobs/1234");
     std::fs::create_dir_all(job_dir.join("logs")).unwrap();
-    let mut args = recorded_job_args(&["--label", "from-server"]);
-    let o = bootbench(&args).output().unwrap();
-    assert!(o.status.success());
-    let definition = String::from_utf8(o.stdout).unwrap();
+    let definition =
+        std::fs::read_to_string(fixture("monitors-job.yaml")).unwrap().replace("lava-fixture", "from-server");
     let api = serde_json::json!({"id": 1234, "definition": definition, "actual_device": "qemu-07", "state": "Finished", "health": "Complete"});
     std::fs::write(job_dir.join("index.html"), api.to_string()).unwrap();
-    std::fs::copy(fixture("ok-job.log"), job_dir.join("logs/index.html")).unwrap();
+    std::fs::copy(fixture("monitors-job.log"), job_dir.join("logs/index.html")).unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     drop(listener);
@@ -576,9 +583,9 @@ fn a_job_on_a_lava_server_imports_by_its_url_through_the_rest_api() {
 }
 
 /// `ok-job.log` with `edit` applied to its lines, written in `dir`.
-fn edited_log(dir: &Path, name: &str, edit: impl Fn(&str) -> Vec<String>) -> std::path::PathBuf {
+fn edited_log(dir: &Path, name: &str, mut edit: impl FnMut(&str) -> Vec<String>) -> std::path::PathBuf {
     let text = std::fs::read_to_string(fixture("ok-job.log")).unwrap();
-    let out: String = text.lines().flat_map(|l| edit(l)).map(|l| l + "\n").collect();
+    let out: String = text.lines().flat_map(&mut edit).map(|l| l + "\n").collect();
     let path = dir.join(name);
     std::fs::write(&path, out).unwrap();
     path
@@ -588,21 +595,19 @@ fn edited_log(dir: &Path, name: &str, edit: impl Fn(&str) -> Vec<String>) -> std
 fn a_log_of_two_boots_or_two_jobs_or_another_jobs_definition_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.json");
-    // The device rebooted and the appliance started again.
-    let hello = std::fs::read_to_string(fixture("ok-job.log"))
-        .unwrap()
-        .lines()
-        .find(|l| l.contains("EVENT hello"))
-        .unwrap()
-        .to_string();
+    // The device rebooted and the appliance started again (a hello of its
+    // own: another boot time).
+    let hello = loads::console_protocol::event("hello", "version=0.1.0 boottime=4.250000");
+    let line = format!("{{\"dt\": \"2026-12-04T19:30:00.000000\", \"lvl\": \"target\", \"msg\": \"{hello}\"}}");
     let twice = edited_log(dir.path(), "twice.log", |l| {
-        if l.contains("bootbench-lava") || l.contains("\"case\": \"job\"") {
-            vec![hello.clone(), l.to_string()]
+        if l.contains("\"case\": \"job\"") {
+            vec![line.clone(), l.to_string()]
         } else {
             vec![l.to_string()]
         }
     });
-    let err = String::from_utf8_lossy(&import(&twice, &out, &[]).stderr).into_owned();
+    let o = import(&twice, &out, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("twice.log") && err.contains("started 2 times"), "{err}");
     assert!(!out.exists());
     // Two jobs' logs joined.
@@ -613,23 +618,31 @@ fn a_log_of_two_boots_or_two_jobs_or_another_jobs_definition_is_refused() {
     let err = String::from_utf8_lossy(&import(&joined, &out, &[]).stderr).into_owned();
     assert!(err.contains("joined.log") && err.contains("2 LAVA jobs"), "{err}");
     assert!(!out.exists());
-    // A definition with the right kernel but another initramfs, or another cmdline.
-    for (name, words) in [("other-image.yaml", "initramfs with sha256"), ("other-cmdline.yaml", "'mitigations=off'")] {
-        let mut args = recorded_job_args(&[]);
-        if name == "other-image.yaml" {
-            let at = args.iter().position(|a| a.starts_with("6ed8f1b7")).unwrap();
-            args[at] = SHA_B.into();
-        } else {
-            let at = args.iter().position(|a| a == "quiet").unwrap();
-            args[at] = "quiet mitigations=off".into();
-        }
-        let job = dir.path().join(name);
-        args.extend(["-o".into(), job.display().to_string()]);
-        assert!(bootbench(&args).status().unwrap().success());
-        let o = import(&fixture("ok-job.log"), &out, &["--job", job.to_str().unwrap()]);
-        assert_eq!(o.status.code(), Some(1), "{name}");
+    // The log's own definition is accepted; one with another initramfs or
+    // another cmdline is another job's.
+    let log = fixture("monitors-job.log");
+    let own = monitors_definition(dir.path(), "own.yaml", |t| t);
+    assert!(import(&log, &out, &["--job", own.to_str().unwrap()]).status.success());
+    std::fs::remove_file(&out).unwrap();
+    let initramfs_sha = |t: &str| {
+        let line = t.lines().find(|l| l.contains("bootbench.initramfs.sha256:")).unwrap();
+        line.rsplit(' ').next().unwrap().to_string()
+    };
+    let other_image = monitors_definition(dir.path(), "other-image.yaml", |t| {
+        let sha = initramfs_sha(&t);
+        t.replace(&sha, SHA_B)
+    });
+    let other_cmdline = monitors_definition(dir.path(), "other-cmdline.yaml", |t| {
+        t.replace(
+            "bootbench.cmdline: console=ttyS0,115200n8",
+            "bootbench.cmdline: console=ttyS0,115200n8 mitigations=off",
+        )
+    });
+    for (job, words) in [(other_image, "initramfs with sha256"), (other_cmdline, "'mitigations=off'")] {
+        let o = import(&log, &out, &["--job", job.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1), "{}", job.display());
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(err.contains(words) && err.contains("another job"), "{name}: {err}");
+        assert!(err.contains(words) && err.contains("another job"), "{}: {err}", job.display());
         assert!(!out.exists());
     }
 }
