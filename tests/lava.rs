@@ -392,9 +392,12 @@ fn long_tier_a_real_lava_run_job_reports_every_metric_and_a_panic_fails_the_job(
     };
 
     // 1. A good job: LAVA passes it and records every metric. One boot
-    // minute: fork runs longer than that under TCG without a line LAVA's
-    // monitor matches, so the monitor's wait must not be the boot's.
-    let job = job_for("lava-ok", &["--boot-minutes", "1"]);
+    // minute, and fork made to run longer than that (6 x 5000 forks, about
+    // 85 s under TCG here) without a line LAVA's monitor matches: the
+    // monitor's wait must not be the boot's. (With the boot action's
+    // timeout at one minute, LAVA's monitor gave up after 60 s and LAVA
+    // still passed the job.)
+    let job = job_for("lava-ok", &["--boot-minutes", "1", "--append", "bootbench.fork.count=5000"]);
     let (log, result, lava_wall) = lava_run(d, &device, &job, "ok");
     assert!(result.contains("result: pass"), "LAVA failed the job: {result}\n{}", tail(&log));
     let imported = d.join("lava-ok.json");
@@ -425,6 +428,8 @@ fn long_tier_a_real_lava_run_job_reports_every_metric_and_a_panic_fails_the_job(
             initramfs.to_str().unwrap(),
             "--label",
             "qemu",
+            "--append",
+            "bootbench.fork.count=5000",
             "-o",
             run_file.to_str().unwrap(),
         ],
