@@ -753,3 +753,39 @@ fn the_boot_action_waits_as_long_as_the_suite_since_lavas_monitor_waits_with_its
     assert_eq!(minutes(2, "test"), 40);
     assert_eq!(v["timeouts"]["job"]["minutes"].as_u64(), Some(3 + 43 + 40));
 }
+
+#[test]
+fn a_missing_log_or_image_file_is_named_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let o = import(&dir.path().join("no-such.log"), &out, &[]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cannot read the job log") && err.contains("no-such.log"), "{err}");
+    assert!(!out.exists());
+    let o = import(&fixture("ok-job.log"), &out, &["--job", dir.path().join("no-job.yaml").to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no-job.yaml"));
+    assert!(!out.exists());
+    let job = dir.path().join("job.yaml");
+    let kernel = dir.path().join("no-vmlinuz");
+    let args = [
+        "lava",
+        "job",
+        "--device-type",
+        "qemu",
+        "--kernel-url",
+        "http://lab/vmlinuz",
+        "--kernel",
+        kernel.to_str().unwrap(),
+        "--initramfs-url",
+        "http://lab/i.cpio",
+        "--initramfs-sha256",
+        SHA_B,
+        "-o",
+        job.to_str().unwrap(),
+    ];
+    let o = bootbench(args).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no-vmlinuz"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!job.exists());
+}

@@ -82,15 +82,6 @@ pub enum LavaError {
     /// The YAML writer failed.
     #[error("cannot write the job as YAML: {0}")]
     Yaml(String),
-    /// A file cannot be read.
-    #[error("cannot read {path}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
     /// A local image cannot be hashed.
     #[error("cannot hash {path}: {problem}")]
     Hash {
