@@ -23,7 +23,8 @@
 //! - At the bottom: `schema`, `console_protocol`, `reap`, `measure`,
 //!   `applet_argv` (how to exec an applet), `error_chain`, `known_loadfiles`,
 //!   `fd_limit`, `guest_secrets` (where the guest finds its secrets),
-//!   `lava_lines` (the console lines LAVA's `monitors` read).
+//!   `lava_lines` (the console lines LAVA's `monitors` read), `lab_protocol`
+//!   (what a lab machine's agent and the receiver say to each other).
 
 pub mod applet_argv;
 pub mod applets;
@@ -35,6 +36,7 @@ pub mod file_tools;
 pub mod guest_secrets;
 pub mod kernel_build;
 pub mod known_loadfiles;
+pub mod lab_protocol;
 pub mod lava_lines;
 pub mod measure;
 pub mod pack_build;

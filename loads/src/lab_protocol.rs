@@ -1,0 +1,241 @@
+//! The lab protocol: what a lab machine's agent (the init in role
+//! `agent`, `bootbench.role=agent`) and the receiver (`bootbench serve`)
+//! say to each other, and the cmdline keys of both the agent and the
+//! candidate kernels it boots. One definition, used by the guest and the
+//! host, so that neither can drift from the other.
+//!
+//! The model: the machine's default boot (PXE, the default GRUB entry, or
+//! QEMU's `-kernel`/`-initrd`) brings up the agent; the agent says hello
+//! (which also tells the receiver that the machine came back from its last
+//! job), asks for the next job for its machine name, downloads the job's
+//! kernel and initramfs (each checked against its sha256), reports that it
+//! is about to kexec, and boots the candidate with `kexec_file_load` and
+//! `reboot(LINUX_REBOOT_CMD_KEXEC)`. The candidate runs the suite, uploads
+//! its document to the job's own upload base (`{base}/lab/jobs/{id}`, with
+//! the job's own token from its secrets segment), and reboots
+//! (`bootbench.after=reboot`), so the default boot brings the agent back.
+//!
+//! Every request of the agent carries `Authorization: Bearer TOKEN` with
+//! the machine's token (from the agent initramfs's secrets segment, the
+//! file [`crate::guest_secrets::UPLOAD_TOKEN_FILE`]). All bodies are JSON
+//! except the job files, which are raw bytes.
+//!
+//! Endpoints (paths relative to the receiver's base URL):
+//! - `POST lab/machines/{machine}/hello` with [`Hello`] → 200 [`HelloReply`].
+//! - `GET lab/machines/{machine}/next` → 200 [`NextAnswer`].
+//! - `GET lab/jobs/{id}/kernel`, `GET lab/jobs/{id}/initrd` → 200 bytes
+//!   (only the machine the job is for may fetch them).
+//! - `POST lab/jobs/{id}/events` with [`JobEvent`] → 200 `{}`.
+//! - The candidate: `PUT lab/jobs/{id}/runs/{run_id}`, the upload protocol
+//!   of `results_uploader` under the job's base URL.
+//!
+//! Errors are JSON `{"error": "..."}` with a 4xx/5xx status: 401/403 a
+//! missing, wrong or revoked token; 404 an unknown machine or job; 409 a
+//! job that is not (or no longer) the machine's current one.
+
+// PID 1 runs this module (the agent): no panics (see ARCHITECTURE.md).
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+use serde::{Deserialize, Serialize};
+
+/// `bootbench.role=agent|candidate`: what the init does. `candidate` (the
+/// default) runs the suite; `agent` serves a lab machine.
+pub const ROLE_KEY: &str = "bootbench.role";
+/// `bootbench.lab=URL`: the receiver's base URL (agent role).
+pub const LAB_URL_KEY: &str = "bootbench.lab";
+/// `bootbench.machine=NAME`: the machine's name at the receiver (agent role).
+pub const MACHINE_KEY: &str = "bootbench.machine";
+/// `bootbench.after=poweroff|reboot|halt`: what the init does once the
+/// result is out (default `poweroff`; a lab job's candidate reboots).
+pub const AFTER_KEY: &str = "bootbench.after";
+/// `bootbench.netconsole=IP:PORT`: send the kernel's messages to this UDP
+/// address with netconsole, configured before the first workload.
+pub const NETCONSOLE_KEY: &str = "bootbench.netconsole";
+/// `bootbench.hw_watchdog=SECONDS`: open `/dev/watchdog`, set this timeout
+/// and pet it while PID 1 makes progress; a hung kernel is then reset by
+/// the hardware (0 or absent: off).
+pub const HW_WATCHDOG_KEY: &str = "bootbench.hw_watchdog";
+/// `bootbench.lab_job=ID`: the lab job a candidate boots for (recorded in
+/// its document's cmdline; the upload URL carries it too).
+pub const JOB_KEY: &str = "bootbench.lab_job";
+
+/// The longest machine name: letters, digits, `-`, `_` and `.`.
+pub const MAX_MACHINE_NAME: usize = 64;
+/// The largest job file an agent downloads (kernel or initramfs).
+pub const MAX_JOB_FILE_BYTES: u64 = 1 << 30;
+/// The longest wait a receiver may ask for between two `next` requests.
+pub const MAX_POLL_S: u64 = 3600;
+
+/// Whether `name` is a valid machine name (it goes into URLs and file
+/// names unescaped).
+pub fn valid_machine_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_MACHINE_NAME
+        && !name.starts_with('.')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// What the agent says when it comes up.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// The agent's kernel: `uname -r` and `uname -v`, space-separated.
+    pub agent_kernel: String,
+    /// The agent's bootbench version.
+    pub agent_version: String,
+    /// The agent boot's `/proc/sys/kernel/random/boot_id`.
+    pub boot_id: String,
+    /// Whether a hardware watchdog reports that it reset the machine
+    /// (`WDIOF_CARDRESET` in its boot status); `None` when no watchdog
+    /// could say.
+    #[serde(default)]
+    pub watchdog_reset: Option<bool>,
+    /// The watchdog that said so (its identity string), when one did.
+    #[serde(default)]
+    pub watchdog: Option<String>,
+}
+
+/// The receiver's answer to [`Hello`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelloReply {
+    /// The job the machine was running when it left, if any, now closed
+    /// by this return.
+    #[serde(default)]
+    pub closed_job: Option<u64>,
+}
+
+/// A file of a job, as the agent is to check it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobFile {
+    /// Its sha256, lower-case hex.
+    pub sha256: String,
+    /// Its size in bytes.
+    pub bytes: u64,
+}
+
+/// A job for the machine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobOffer {
+    /// The job's id at the receiver.
+    pub id: u64,
+    /// The candidate kernel (fetched from `lab/jobs/{id}/kernel`).
+    pub kernel: JobFile,
+    /// The candidate's initramfs (`lab/jobs/{id}/initrd`).
+    pub initrd: JobFile,
+    /// The candidate's whole cmdline.
+    pub cmdline: String,
+}
+
+/// The answer to `next`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum NextAnswer {
+    /// Boot this job.
+    Run {
+        /// The job.
+        job: JobOffer,
+    },
+    /// Nothing queued: ask again after this many seconds (at most
+    /// [`MAX_POLL_S`]).
+    Wait {
+        /// Seconds.
+        seconds: u64,
+    },
+    /// Nothing queued and the lab wants the machine off.
+    PowerOff,
+}
+
+/// What the agent reports about a job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum JobEvent {
+    /// Both files are here and checked; the kexec comes next. The job's
+    /// time starts now.
+    Kexec,
+    /// The job cannot be booted here: a file failed its check or could not
+    /// be fetched, or the kernel refused `kexec_file_load` (no such call
+    /// on this arch, lockdown, an unsigned kernel under Secure Boot). The
+    /// agent goes on with the next job.
+    Failed {
+        /// Why, for people.
+        reason: String,
+    },
+}
+
+/// The path of a machine's hello, relative to the base URL.
+pub fn hello_path(machine: &str) -> String {
+    format!("lab/machines/{machine}/hello")
+}
+
+/// The path of a machine's next job.
+pub fn next_path(machine: &str) -> String {
+    format!("lab/machines/{machine}/next")
+}
+
+/// Which file of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// The kernel image.
+    Kernel,
+    /// The initramfs.
+    Initrd,
+}
+
+impl FileKind {
+    /// Its name in paths and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            FileKind::Kernel => "kernel",
+            FileKind::Initrd => "initrd",
+        }
+    }
+}
+
+/// The path of a job's file.
+pub fn file_path(job: u64, kind: FileKind) -> String {
+    format!("lab/jobs/{job}/{}", kind.name())
+}
+
+/// The path of a job's events.
+pub fn events_path(job: u64) -> String {
+    format!("lab/jobs/{job}/events")
+}
+
+/// The upload base URL a job's candidate gets in `bootbench.upload`.
+pub fn job_upload_base(base_url: &str, job: u64) -> String {
+    format!("{}/lab/jobs/{job}", base_url.trim_end_matches('/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn machine_names_are_checked() {
+        assert!(valid_machine_name("box-1.lab_a"));
+        for bad in ["", ".hidden", "a/b", "a b", "ä", &"x".repeat(MAX_MACHINE_NAME + 1), "a?b"] {
+            assert!(!valid_machine_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn answers_round_trip_with_their_tags() {
+        let a = NextAnswer::Run {
+            job: JobOffer {
+                id: 7,
+                kernel: JobFile { sha256: "ab".into(), bytes: 3 },
+                initrd: JobFile { sha256: "cd".into(), bytes: 4 },
+                cmdline: "console=ttyS0".into(),
+            },
+        };
+        let s = serde_json::to_string(&a).unwrap();
+        assert!(s.contains("\"action\":\"run\""), "{s}");
+        assert_eq!(serde_json::from_str::<NextAnswer>(&s).unwrap(), a);
+        let w: NextAnswer = serde_json::from_str(r#"{"action":"wait","seconds":5}"#).unwrap();
+        assert_eq!(w, NextAnswer::Wait { seconds: 5 });
+        let p: NextAnswer = serde_json::from_str(r#"{"action":"power_off"}"#).unwrap();
+        assert_eq!(p, NextAnswer::PowerOff);
+        let e: JobEvent = serde_json::from_str(r#"{"kind":"failed","reason":"x"}"#).unwrap();
+        assert_eq!(e, JobEvent::Failed { reason: "x".into() });
+        assert_eq!(job_upload_base("http://h:1/", 3), "http://h:1/lab/jobs/3");
+    }
+}
