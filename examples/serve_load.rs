@@ -125,6 +125,7 @@ fn run_pass(opts: &Options, scheme: &str, dir: &std::path::Path, template: &str)
         log_prefix: None,
         limits: ConnectionLimits::default(),
         tls: pki.as_ref().map(|p| TlsFiles { cert: p.cert.clone(), key: p.key.clone() }),
+        netconsole: None,
     })
     .expect("cannot start the receiver");
     let url = receiver.url();

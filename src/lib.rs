@@ -14,6 +14,7 @@ pub mod html_page;
 pub mod interrupt;
 pub mod kcidb_export;
 pub mod kernel;
+pub mod lab;
 pub mod lava;
 pub mod local;
 pub mod nbench_compat;

@@ -50,6 +50,7 @@ fn config(db: &Path, public_reads: bool) -> ServeConfig {
         log_prefix: None,
         limits: ConnectionLimits::default(),
         tls: None,
+        netconsole: None,
     }
 }
 

@@ -93,6 +93,7 @@ fn receiver(dir: &Path, token: &str) -> (Receiver, std::path::PathBuf) {
         log_prefix: Some("receiver: ".into()),
         limits: ConnectionLimits::default(),
         tls: None,
+        netconsole: None,
     })
     .expect("cannot start the receiver");
     (r, db)

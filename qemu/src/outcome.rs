@@ -24,6 +24,9 @@ pub enum HangKind {
     Total,
     /// The init announced power-off, but QEMU did not stop.
     Poweroff,
+    /// A hardware watchdog the candidate armed reset the machine (a lab
+    /// machine's agent reports it when it comes back).
+    Watchdog,
 }
 
 impl fmt::Display for HangKind {
@@ -33,6 +36,7 @@ impl fmt::Display for HangKind {
             HangKind::Silence => "silence",
             HangKind::Total => "total",
             HangKind::Poweroff => "poweroff",
+            HangKind::Watchdog => "watchdog",
         })
     }
 }

@@ -194,6 +194,9 @@ pub struct RunOptions {
     /// kernel.cache; `None` is [`kernel::default_cache_root`].
     #[arg(skip)]
     pub kernel_cache: Option<PathBuf>,
+    /// Where the boots run: QEMU, or a lab machine.
+    #[command(flatten)]
+    pub lab: crate::boot::target::LabTargetArgs,
 }
 
 /// The guest memory asked for with `--mem`.

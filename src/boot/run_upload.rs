@@ -87,6 +87,7 @@ impl RunUpload {
             log_prefix: Some("run: receiver: ".into()),
             limits: ConnectionLimits::default(),
             tls: None,
+            netconsole: None,
         })?;
         let guest_url = format!("http://{HOST_FROM_GUEST}:{}", receiver.addr().port());
         log::info!(

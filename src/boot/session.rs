@@ -5,9 +5,9 @@
 //! (said on stderr), the run's scratch files are removed, and the process
 //! exits 130 (see [`crate::interrupt`]).
 
-use crate::boot::image::{self as boot_image, ImageSpec, RESULT_PORT_MODULES};
 use crate::boot::kernels::{resolve_kernels, run_arch, KernelUnderTest};
 use crate::boot::options::{group_label, parse_variants, MemChoice, RunOptions, Variant, BASE_MEM_MIB};
+use crate::boot::prepared_image::{prepare_image, PreparedImage};
 use crate::boot::run_upload::{RunUpload, TokenSource};
 use crate::results::{
     BootInfo, BootRecord, ChannelReport, InitramfsRef, KeptWorkloads, KernelRef, MachineShape, QemuRef, ResultsFile,
@@ -20,96 +20,12 @@ use loads::schema::RunDocument;
 use loads::suite::PACK_SERIAL;
 use qemu::accel::{choose, Accel, AccelRequest};
 use qemu::{Arch, BootSpec, Clock, Timeouts};
-use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// The cmdline key that names the userland pack's disk serial.
 const PACK_CMDLINE_KEY: &str = "bootbench.pack";
-
-/// The image for one kernel, with whether it carries the results port.
-struct PreparedImage {
-    built: boot_image::BuiltImage,
-    port: bool,
-}
-
-fn prepare_image(
-    args: &RunOptions,
-    arch: Arch,
-    suite: &loads::suite::Suite,
-    k: &KernelUnderTest,
-    early_modules: &[String],
-    dir: &Path,
-) -> anyhow::Result<PreparedImage> {
-    if let Some(p) = &args.initramfs {
-        let data = std::fs::read(p).with_context(|| format!("cannot read initramfs {}", p.display()))?;
-        let built = boot_image::BuiltImage {
-            path: p.clone(),
-            sha256: hex::encode(Sha256::digest(&data)),
-            bytes: data.len() as u64,
-            raw_bytes: 0,
-            init_bytes: 0,
-            modules: Vec::new(),
-            early_modules: Vec::new(),
-            files: Vec::new(),
-        };
-        return Ok(PreparedImage { built, port: !args.no_port });
-    }
-    let (modules, port) = match (args.no_port, k.virtio_console(), k.modules_known()) {
-        (true, _, _) => (Vec::new(), false),
-        (false, Some('y'), _) => (Vec::new(), true),
-        (false, Some('m'), true) => (RESULT_PORT_MODULES.iter().map(|s| s.to_string()).collect(), true),
-        (false, state, _) => {
-            log::info!(
-                "no results port for {}: virtio_console is {} (console only)",
-                k.image.display(),
-                match state {
-                    Some('m') => "a module but the modules tree is unknown (give --modules-dir)",
-                    Some(_) => "not built",
-                    None => "unknown (no kernel config found)",
-                }
-            );
-            (Vec::new(), false)
-        }
-    };
-    let modules = if args.serve || args.upload_url.is_some() {
-        crate::boot::run_upload::image_modules(k.config.as_deref(), k.modules_known(), modules)?
-    } else {
-        modules
-    };
-    let modules_dir = match (&k.tree, &k.modules_dir) {
-        (Some(tree), None) if tree.modular && !(modules.is_empty() && early_modules.is_empty()) => {
-            // Installed into the run's scratch directory: gone with the
-            // run, and on Ctrl-C with the rest of it.
-            let root = dir.join(format!("modules-{}", &k.image_sha256[..12]));
-            let names: Vec<&str> = early_modules.iter().chain(&modules).map(String::as_str).collect();
-            let installed = tree.install_modules(&names, &root)?;
-            log::info!(
-                "kernel tree {}: installed modules {} into {}",
-                tree.dir.display(),
-                installed.modules.join(","),
-                installed.modules_dir.display()
-            );
-            Some(installed.modules_dir)
-        }
-        _ => k.modules_dir.clone(),
-    };
-    let spec = ImageSpec {
-        arch,
-        suite: suite.clone(),
-        modules,
-        early_modules: early_modules.to_vec(),
-        modules_dir,
-        init: None,
-        // A plain archive starts the guest soonest (measured by `bootbench
-        // overhead`), and every kernel unpacks it.
-        compression: boot_image::DEFAULT_COMPRESSION,
-    };
-    let out = dir.join(format!("initramfs-{}.cpio{}", &k.image_sha256[..12], spec.compression.extension()));
-    let built = boot_image::build(&spec, &out)?;
-    Ok(PreparedImage { built, port })
-}
 
 /// The `-append` value QEMU was given.
 fn appended(argv: &[String]) -> String {
@@ -245,6 +161,9 @@ fn guest_memory(
 /// The boots of `bootbench run`, without printing the table: the results
 /// (also written to `args.output` after every boot, when given).
 pub fn run_boots(args: &RunOptions) -> anyhow::Result<ResultsFile> {
+    if let crate::boot::target::Target::Lab(machine) = args.lab.target()? {
+        return crate::boot::lab_target::run_lab_boots(args, &machine);
+    }
     let arch = run_arch(args)?;
     if args.boots == 0 {
         bail!("--boots must be at least 1");

@@ -12,6 +12,7 @@ pub mod contest_report;
 pub mod export;
 pub mod image;
 pub mod kernel;
+pub mod lab;
 pub mod lava;
 pub mod local;
 pub mod nbench_compat;
@@ -121,6 +122,11 @@ pub enum Command {
     /// read a finished job's log back into a results file.
     #[command(subcommand)]
     Lava(lava::LavaCommand),
+    /// bootbench's own lab of real machines, each booting candidates by
+    /// kexec from a resident agent: add machines, see the job queue, write
+    /// an agent's boot files (runs go there with `run --target lab:NAME`).
+    #[command(subcommand)]
+    Lab(lab::LabCommand),
     /// Print the table of a results file written by `bootbench run -o`,
     /// or its page of per-iteration plots and system counters.
     Report(report::ReportArgs),
@@ -188,6 +194,7 @@ pub fn dispatch(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Image(a) => image::run(a),
         Command::Pack(p) => pack::run(p),
         Command::Lava(c) => lava::run(c),
+        Command::Lab(c) => lab::run(c),
         Command::Run(a) => run::run(a),
         Command::Local(a) => local::run(a).map(|d| ExitCode::from(local::exit_status(&d.document))),
         Command::Bisect(a) => bisect::run(a),

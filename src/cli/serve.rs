@@ -57,6 +57,11 @@ pub struct ServeArgs {
     /// The private key of --tls-cert (PEM).
     #[arg(long, value_name = "PEM", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Receive lab machines' netconsole (the kernel messages of the
+    /// candidates they boot) on this UDP address, e.g. 0.0.0.0:6666: each
+    /// datagram is kept with the job running on the machine it came from.
+    #[arg(long, value_name = "ADDR")]
+    pub netconsole: Option<SocketAddr>,
     /// Connection cap and timeouts.
     #[command(flatten)]
     pub limits: ConnectionLimits,
@@ -155,7 +160,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         log_prefix: Some("serve: ".into()),
         limits: args.limits.clone(),
         tls,
+        netconsole: args.netconsole,
     })?;
+    if let Some(n) = receiver.netconsole_addr() {
+        log::info!("netconsole: receiving lab machines' kernel messages on UDP {n}");
+    }
     let reads = if args.public_reads {
         "reads are public".to_string()
     } else {

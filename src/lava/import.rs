@@ -291,6 +291,7 @@ pub fn import(source: &JobSource, args: &ImportArgs) -> Result<ResultsFile, Lava
             result: Some(job_result.result.clone()),
             error: job_result.error_msg.clone(),
             error_type: job_result.error_type.clone(),
+            agent_kernel: None,
         }),
         console_log: console,
     };

@@ -345,6 +345,10 @@ pub struct LabJob {
     /// `Infrastructure`, `Canceled`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_type: Option<String>,
+    /// The kernel of the lab machine's agent that booted the candidate by
+    /// kexec (`uname -r` and `-v`), for bootbench's own lab.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_kernel: Option<String>,
 }
 
 impl BootRecord {

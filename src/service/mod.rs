@@ -7,7 +7,12 @@
 //! module uses it: `crate::boot::run_upload`, which starts a receiver for
 //! `run --serve` (a flag every command that boots shares).
 
+pub mod lab_queue;
+pub mod lab_routes;
 pub mod listener;
+pub mod netconsole_sink;
 pub mod receiver;
+pub mod request_context;
+pub mod run_intake;
 pub mod store;
 pub mod tokens;

@@ -22,19 +22,20 @@
 //!
 //! No answer names the database's path or repeats the token sent.
 
-use crate::service::listener::{self, ConnectionLimits, ListenerError, TlsFiles};
-use crate::service::store::{Cursor, ListQuery, PutOutcome, RunKind, RunPage, Store, StoreError};
-use crate::service::tokens::{self, Scope, TokenDigest, TokenError};
-use axum::body::Body;
-use axum::extract::{ConnectInfo, Path as UrlPath, Query, RawQuery, State};
+pub use crate::service::request_context::{read_token, GivenToken, ServeConfig, ServeError};
+
+use crate::service::listener;
+use crate::service::netconsole_sink;
+use crate::service::request_context::{authorize, error, with_store, AppState, Need, Shared};
+use crate::service::store::{Cursor, ListQuery, RunKind, RunPage, Store};
+use axum::extract::{Path as UrlPath, Query, RawQuery, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 /// Default listen address: this machine only.
@@ -61,172 +62,6 @@ pub const MAX_PAGE: usize = 1000;
 /// The query parameters of `GET /runs` and `GET /`.
 const LIST_PARAMETERS: &str = "limit, after, kernel, label, since, until";
 
-/// Errors starting or running the receiver.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    /// The address cannot be bound.
-    #[error("cannot listen on {addr}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The store cannot be opened.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The TLS certificate or key cannot be used.
-    #[error(transparent)]
-    Tls(#[from] ListenerError),
-    /// The async runtime or the server failed.
-    #[error("the receiver on {addr} failed")]
-    Server {
-        /// Its address.
-        addr: SocketAddr,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The server thread died.
-    #[error("the receiver thread on {addr} panicked")]
-    Panicked {
-        /// Its address.
-        addr: SocketAddr,
-    },
-    /// A token, its file or its name is not usable.
-    #[error(transparent)]
-    Token(#[from] TokenError),
-    /// `--base-url` is not a usable base URL.
-    #[error("bad --base-url")]
-    BaseUrl(#[source] results_uploader::UrlError),
-}
-
-/// The token from `--token` or `--token-file` (every command that takes
-/// one reads it here), checked: at least [`tokens::MIN_TOKEN_LEN`]
-/// characters of printable ASCII without spaces (it travels in a header
-/// and on the kernel cmdline), and a file must be private to its owner
-/// (see [`tokens::read_token_file`]). Errors name the source, never the
-/// token.
-pub fn read_token(token: Option<&str>, token_file: Option<&Path>) -> Result<String, ServeError> {
-    match (token, token_file) {
-        (Some(t), _) => {
-            tokens::check_secret(t, "given on the command line")?;
-            Ok(t.to_string())
-        }
-        (None, Some(p)) => Ok(tokens::read_token_file(p)?),
-        (None, None) => {
-            Err(TokenError::Bad { from: "given".into(), why: "there is none (give --token or --token-file)".into() }
-                .into())
-        }
-    }
-}
-
-/// A token given at start rather than stored in the store's table
-/// (`serve --token`, `run --serve`'s own): kept in memory only. Its name
-/// is what the listing shows for the runs it stored.
-#[derive(Clone)]
-pub struct GivenToken {
-    /// Its name (one of [`tokens::RESERVED_NAMES`], which stored tokens
-    /// cannot take).
-    pub name: String,
-    /// The secret.
-    pub secret: String,
-    /// What it may do.
-    pub scope: Scope,
-}
-
-impl std::fmt::Debug for GivenToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GivenToken").field("name", &self.name).field("scope", &self.scope).finish_non_exhaustive()
-    }
-}
-
-/// How to run a receiver.
-#[derive(Debug, Clone)]
-pub struct ServeConfig {
-    /// The store file.
-    pub db: PathBuf,
-    /// Tokens besides the store's own (which are read from its table on
-    /// every request).
-    pub tokens: Vec<GivenToken>,
-    /// Whether `GET /`, `/runs` and `/runs/{id}` are served without a token.
-    pub public_reads: bool,
-    /// The URL the page is reached at (behind a reverse proxy), for
-    /// absolute links; `None`: the page's links are relative.
-    pub base_url: Option<String>,
-    /// Where to listen (port 0: any free port).
-    pub listen: SocketAddr,
-    /// Largest body accepted.
-    pub max_bytes: u64,
-    /// Prefix of the one line logged per upload on stderr; `None` logs
-    /// nothing.
-    pub log_prefix: Option<String>,
-    /// Connection cap and timeouts.
-    pub limits: ConnectionLimits,
-    /// Speak https with this certificate and key; `None`: plain http.
-    pub tls: Option<TlsFiles>,
-}
-
-struct AppState {
-    store: Mutex<Store>,
-    /// The [`ServeConfig::tokens`], by digest.
-    given: Vec<Known>,
-    public_reads: bool,
-    /// What the page's links start with: empty (relative) or the base URL
-    /// ending in '/'.
-    links_base: String,
-    max_bytes: u64,
-    log_prefix: Option<String>,
-}
-
-/// A token the receiver knows, as a request is checked against it.
-struct Known {
-    name: String,
-    digest: TokenDigest,
-    scope: Scope,
-    revoked: bool,
-}
-
-impl AppState {
-    /// The state of a receiver of `cfg` on `store`; checks the given
-    /// tokens and the base URL.
-    fn new(store: Store, cfg: &ServeConfig) -> Result<AppState, ServeError> {
-        let mut given = Vec::new();
-        for t in &cfg.tokens {
-            tokens::check_secret(&t.secret, &format!("for '{}'", t.name))?;
-            given.push(Known {
-                name: t.name.clone(),
-                digest: tokens::digest(&t.secret),
-                scope: t.scope,
-                revoked: false,
-            });
-        }
-        let links_base = match &cfg.base_url {
-            None => String::new(),
-            Some(u) => {
-                let url = results_uploader::parse_base_url(u).map_err(ServeError::BaseUrl)?;
-                let s = url.to_string();
-                if s.ends_with('/') {
-                    s
-                } else {
-                    format!("{s}/")
-                }
-            }
-        };
-        Ok(AppState {
-            store: Mutex::new(store),
-            given,
-            public_reads: cfg.public_reads,
-            links_base,
-            max_bytes: cfg.max_bytes,
-            log_prefix: cfg.log_prefix.clone(),
-        })
-    }
-}
-
-type Shared = Arc<AppState>;
-
 /// A receiver running on its own thread until [`Receiver::stop`] (or drop).
 #[derive(Debug)]
 pub struct Receiver {
@@ -234,6 +69,7 @@ pub struct Receiver {
     tls: bool,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<std::io::Result<()>>>,
+    netconsole: Option<netconsole_sink::Sink>,
 }
 
 impl Receiver {
@@ -254,6 +90,15 @@ impl Receiver {
         let addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
         listener.set_nonblocking(true).map_err(|source| ServeError::Bind { addr, source })?;
         let state = Arc::new(AppState::new(store, &cfg)?);
+        let netconsole = match cfg.netconsole {
+            None => None,
+            Some(at) => {
+                let sink = netconsole_sink::Sink::start(at, state.clone())
+                    .map_err(|source| ServeError::Netconsole { addr: at, source })?;
+                let _ = state.netconsole_port.set(sink.addr().port());
+                Some(sink)
+            }
+        };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -273,7 +118,7 @@ impl Receiver {
                 })
             })
             .map_err(|source| ServeError::Server { addr, source })?;
-        Ok(Receiver { addr, tls: is_tls, shutdown: Some(tx), thread: Some(thread) })
+        Ok(Receiver { addr, tls: is_tls, shutdown: Some(tx), thread: Some(thread), netconsole })
     }
 
     /// Its base URL on the address it listens on: `https://` with TLS.
@@ -284,6 +129,11 @@ impl Receiver {
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The UDP address its netconsole sink listens on, when it has one.
+    pub fn netconsole_addr(&self) -> Option<SocketAddr> {
+        self.netconsole.as_ref().map(netconsole_sink::Sink::addr)
     }
 
     fn join(&mut self) -> Result<(), ServeError> {
@@ -319,21 +169,12 @@ impl Drop for Receiver {
 }
 
 fn router(state: Shared) -> Router {
-    Router::new()
+    let r = Router::new()
         .route("/", get(page))
         .route("/healthz", get(healthz))
         .route("/runs", get(list_runs))
-        .route("/runs/{id}", get(get_run).put(put_run))
-        .fallback(no_route)
-        .with_state(state)
-}
-
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    (status, Json(json!({ "error": message.into() }))).into_response()
-}
-
-fn chain(e: &dyn std::error::Error) -> String {
-    loads::error_chain::error_chain(e)
+        .route("/runs/{id}", get(get_run).put(crate::service::run_intake::put_run));
+    crate::service::lab_routes::routes(r).fallback(no_route).with_state(state)
 }
 
 async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> Response {
@@ -345,262 +186,6 @@ async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> Response 
             uri.path()
         ),
     )
-}
-
-/// What a request's token must allow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Need {
-    Upload,
-    Read,
-}
-
-impl Need {
-    fn allowed(self, scope: Scope) -> bool {
-        match self {
-            Need::Upload => scope.upload,
-            Need::Read => scope.read,
-        }
-    }
-
-    fn verb(self) -> &'static str {
-        match self {
-            Need::Upload => "upload",
-            Need::Read => "read",
-        }
-    }
-}
-
-/// A 401 for `need` with `message`, asking for a Bearer token and, for
-/// reads, for HTTP Basic too, so that a browser prompts for the token.
-fn unauthorized(need: Need, message: impl Into<String>) -> Response {
-    let mut r = error(StatusCode::UNAUTHORIZED, message);
-    let h = r.headers_mut();
-    h.append(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer realm=\"bootbench\""));
-    if need == Need::Read {
-        h.append(
-            header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("Basic realm=\"bootbench\", charset=\"UTF-8\""),
-        );
-    }
-    r
-}
-
-/// A token as the request gave it.
-struct GivenCredential {
-    /// The token.
-    token: String,
-    /// It came as HTTP Basic's password (a browser's way).
-    basic: bool,
-}
-
-/// The token of `headers`: `Authorization: Bearer TOKEN`, or HTTP Basic
-/// with the token as the password (any user name), which is how a browser
-/// sends one. 401 without one.
-fn given_token(headers: &HeaderMap, need: Need) -> Result<GivenCredential, Response> {
-    let Some(value) = headers.get(header::AUTHORIZATION) else {
-        return Err(unauthorized(need, match need {
-            Need::Upload => "missing token: send 'Authorization: Bearer TOKEN' (bootbench.token= in the guest, --token for bootbench upload)",
-            Need::Read => "missing token: reads need 'Authorization: Bearer TOKEN' (or HTTP Basic with the token as the password, as a browser asks for it) with a token that may read (bootbench serve token add NAME --read), unless the receiver runs with --public-reads",
-        }));
-    };
-    let text = value.to_str().unwrap_or_default();
-    let malformed = "the Authorization header must be 'Bearer TOKEN' or HTTP Basic with the token as the password";
-    match text.split_once(' ') {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => {
-            Ok(GivenCredential { token: rest.trim().to_string(), basic: false })
-        }
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("basic") => {
-            use base64::Engine as _;
-            let decoded = base64::engine::general_purpose::STANDARD.decode(rest.trim()).ok();
-            let pair = decoded.and_then(|d| String::from_utf8(d).ok());
-            match pair.as_deref().and_then(|p| p.split_once(':')) {
-                Some((_user, password)) => Ok(GivenCredential { token: password.to_string(), basic: true }),
-                None => Err(unauthorized(need, malformed)),
-            }
-        }
-        _ => Err(unauthorized(need, malformed)),
-    }
-}
-
-/// Checks the request's token for `need`: 401 without one, 403 when it is
-/// unknown, revoked or not allowed to (401 with the challenge again when
-/// it came as HTTP Basic, so that a browser asks anew instead of resending
-/// what it cached). Reads pass without a token when they are public. The
-/// store's tokens are read on every request, so a token revoked or added
-/// while the receiver runs counts at once. Returns the token's name.
-async fn authorize(st: &Shared, headers: &HeaderMap, need: Need) -> Result<Option<String>, Response> {
-    if need == Need::Read && st.public_reads {
-        return Ok(None);
-    }
-    let given = given_token(headers, need)?;
-    let refuse = |message: String| {
-        if given.basic {
-            unauthorized(need, message)
-        } else {
-            error(StatusCode::FORBIDDEN, message)
-        }
-    };
-    let stored = with_store(st, |s| s.tokens()).await?;
-    let stored: Vec<Known> = stored
-        .into_iter()
-        .map(|t| Known { name: t.name, digest: t.digest, scope: t.scope, revoked: t.revoked_at.is_some() })
-        .collect();
-    let known: Vec<&Known> = st.given.iter().chain(&stored).collect();
-    let digests: Vec<TokenDigest> = known.iter().map(|k| k.digest).collect();
-    let Some(k) = tokens::find(&given.token, &digests).and_then(|i| known.get(i)) else {
-        return Err(refuse("wrong token for this receiver".into()));
-    };
-    if k.revoked {
-        return Err(refuse("this token was revoked".into()));
-    }
-    if !need.allowed(k.scope) {
-        return Err(refuse(format!("this token may not {} here (it may: {})", need.verb(), k.scope.name())));
-    }
-    Ok(Some(k.name.clone()))
-}
-
-/// Runs `f` on the store on a blocking thread (the store's calls wait on
-/// SQLite, and the runtime has one thread): a failed store is answered by
-/// [`store_error`].
-async fn with_store<T: Send + 'static>(
-    st: &Shared,
-    f: impl FnOnce(&mut Store) -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, Response> {
-    let st = st.clone();
-    let done = tokio::task::spawn_blocking(move || {
-        let mut store = st.store.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        f(&mut store)
-    })
-    .await;
-    match done {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(store_error(&e)),
-        Err(e) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, format!("store task failed: {e}"))),
-    }
-}
-
-async fn put_run(
-    State(st): State<Shared>,
-    UrlPath(id): UrlPath<String>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let (resp, note) = match store_upload(&st, &id, peer, &headers, body).await {
-        Ok((status, body, note)) => ((status, Json(body)).into_response(), note),
-        Err(resp) => {
-            let note = format!("refused ({})", resp.status().as_u16());
-            (resp, note)
-        }
-    };
-    if let Some(prefix) = &st.log_prefix {
-        let attempt = headers
-            .get(results_uploader::ATTEMPT_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .map(|a| format!(", attempt {a}"))
-            .unwrap_or_default();
-        // The id is the client's, refused ones included: escaped, so that
-        // it cannot forge or break log lines.
-        log::info!("{prefix}PUT /runs/{} from {peer}{attempt}: {} {note}", id.escape_debug(), resp.status().as_u16());
-    }
-    resp
-}
-
-async fn store_upload(
-    st: &Shared,
-    id: &str,
-    peer: SocketAddr,
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<(StatusCode, serde_json::Value, String), Response> {
-    let token_name = authorize(st, headers, Need::Upload).await?;
-    if let Err(e) = results_uploader::check_run_id(id) {
-        return Err(error(StatusCode::BAD_REQUEST, e.to_string()));
-    }
-    if let Some(h) = headers.get(results_uploader::RUN_ID_HEADER) {
-        let h = h.to_str().unwrap_or_default();
-        if h != id {
-            return Err(error(
-                StatusCode::BAD_REQUEST,
-                format!("the URL names run '{id}' but {} says '{h}'", results_uploader::RUN_ID_HEADER),
-            ));
-        }
-    }
-    let too_big = |what: String| {
-        error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("{what} exceeds this receiver's limit of {} bytes (bootbench serve --max-bytes)", st.max_bytes),
-        )
-    };
-    let declared =
-        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    if let Some(n) = declared.filter(|n| *n > st.max_bytes) {
-        return Err(too_big(format!("a body of {n} bytes")));
-    }
-    let limit = usize::try_from(st.max_bytes).unwrap_or(usize::MAX);
-    let bytes = match axum::body::to_bytes(body, limit).await {
-        Ok(b) => b,
-        Err(e) => {
-            let inner = e.into_inner();
-            if inner.is::<http_body_util::LengthLimitError>() {
-                return Err(too_big("the body".into()));
-            }
-            return Err(error(StatusCode::BAD_REQUEST, format!("cannot read the body: {}", chain(&*inner))));
-        }
-    };
-    let n = bytes.len();
-    let run = crate::service::store::validate(bytes.to_vec(), id)
-        .map_err(|e| error(StatusCode::BAD_REQUEST, format!("run '{id}' refused: {}", chain(&e))))?;
-    let remote = peer.ip().to_string();
-    let (run2, name2) = (run.clone(), token_name.clone());
-    let outcome = with_store(st, move |s| s.put(&run2, Some(&remote), name2.as_deref())).await?;
-    // The uploader takes a 2xx as delivered only with this acknowledgement:
-    // the run id and the sha256 of the bytes received.
-    let mut base = results_uploader::acknowledgement(&run.run_id, &run.body);
-    base.extend([
-        ("kind".to_string(), json!(run.kind.name())),
-        ("sha256".to_string(), json!(run.sha256)),
-        ("bytes".to_string(), json!(n)),
-    ]);
-    let base = serde_json::Value::Object(base);
-    let with = |key: &str| {
-        let mut v = base.clone();
-        if let Some(m) = v.as_object_mut() {
-            m.insert(key.to_string(), json!(true));
-        }
-        v
-    };
-    let by = token_name.map(|n| format!(" with token {n}")).unwrap_or_default();
-    match outcome {
-        PutOutcome::Stored => {
-            Ok((StatusCode::CREATED, with("stored"), format!("stored {} ({n} bytes){by}", run.kind.name())))
-        }
-        PutOutcome::AlreadyStored => {
-            Ok((StatusCode::OK, with("already_stored"), format!("already stored {}{by}", run.kind.name())))
-        }
-        PutOutcome::Conflict { existing_sha256 } => Err(error(
-            StatusCode::CONFLICT,
-            format!(
-                "run '{id}' ({}) is already stored with different content (stored sha256 {existing_sha256}, this upload {}); a run id names one result and is never overwritten",
-                run.kind.name(),
-                run.sha256
-            ),
-        )),
-    }
-}
-
-/// The answer to a store that failed: 507 when it is full (the upload may
-/// work later: the client retries it), 500 otherwise. The reply names
-/// neither the database's path nor SQLite's text (a client has no use for
-/// them, and the path tells it where the host keeps its files); the
-/// receiver's log gets the whole error.
-fn store_error(e: &StoreError) -> Response {
-    log::error!("results store error: {}", chain(e));
-    if e.is_full() {
-        error(StatusCode::INSUFFICIENT_STORAGE, "the results store is full; retry later")
-    } else {
-        error(StatusCode::INTERNAL_SERVER_ERROR, "the results store failed; the receiver's log has the error")
-    }
 }
 
 /// The listing's query string: [`ListQuery`] with [`DEFAULT_PAGE`] runs
@@ -808,6 +393,10 @@ pub fn render_page(page: &RunPage, q: &ListQuery, base: &str) -> String {
 mod tests {
     use super::*;
     use crate::results::{BootRecord, ResultsFile};
+    use crate::service::listener::ConnectionLimits;
+    use crate::service::request_context::store_error;
+    use crate::service::store::StoreError;
+    use crate::service::tokens::Scope;
     use results_uploader::{upload, RetryPolicy, UploadReport, UploadRequest, UploadSettings, Verdict};
     use std::time::Duration;
 
@@ -836,6 +425,7 @@ mod tests {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             max_bytes: DEFAULT_MAX_BYTES,
             log_prefix: None,
+            netconsole: None,
             limits: ConnectionLimits::default(),
             tls: None,
         };

@@ -22,13 +22,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Layout version of the store (SQLite `user_version`).
-pub const STORE_VERSION: i64 = 2;
+pub const STORE_VERSION: i64 = 3;
 
 /// The steps from one layout to the next: the version each makes and its
 /// SQL. [`Store::open`] runs the ones above the file's `user_version`, in
 /// order, in one transaction, so a store an older bootbench made is brought
 /// up to date when a writer opens it (readers read either layout).
-const MIGRATIONS: &[(i64, &str)] = &[(1, LAYOUT_1), (2, LAYOUT_2)];
+const MIGRATIONS: &[(i64, &str)] = &[(1, LAYOUT_1), (2, LAYOUT_2), (3, LAYOUT_3)];
 
 /// The runs table.
 const LAYOUT_1: &str = "
@@ -62,6 +62,45 @@ CREATE TABLE tokens (
     created_at  TEXT NOT NULL,
     revoked_at  TEXT
 );
+";
+
+/// The lab's machines and their job queues (`crate::service::lab_queue`).
+const LAYOUT_3: &str = "
+CREATE TABLE lab_machines (
+    name            TEXT PRIMARY KEY REFERENCES tokens (name),
+    arch            TEXT NOT NULL,
+    console         TEXT NOT NULL,
+    accel           TEXT NOT NULL,
+    poll_s          INTEGER NOT NULL,
+    created_at      TEXT NOT NULL,
+    last_hello_at   TEXT,
+    last_hello      TEXT,
+    agent_addr      TEXT,
+    base_url        TEXT,
+    netconsole_port INTEGER
+);
+CREATE TABLE lab_jobs (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    machine         TEXT NOT NULL REFERENCES lab_machines (name),
+    state           TEXT NOT NULL CHECK (state IN ('queued', 'sent', 'kexec', 'done', 'failed', 'returned', 'timed_out')),
+    created_at      TEXT NOT NULL,
+    sent_at         TEXT,
+    kexec_at        TEXT,
+    ended_at        TEXT,
+    returned_at     TEXT,
+    kernel_sha256   TEXT NOT NULL,
+    kernel_bytes    INTEGER NOT NULL,
+    initrd_sha256   TEXT NOT NULL,
+    initrd_bytes    INTEGER NOT NULL,
+    cmdline         TEXT NOT NULL,
+    token_sha256    TEXT NOT NULL,
+    run_id          TEXT,
+    agent_kernel    TEXT,
+    failure         TEXT,
+    watchdog_reset  INTEGER,
+    console         BLOB NOT NULL DEFAULT x''
+);
+CREATE INDEX lab_jobs_queue ON lab_jobs (machine, state, id);
 ";
 
 /// The pragmas every writing connection runs with, in order. WAL lets a
@@ -613,8 +652,10 @@ pub fn canonical_sha256(json: &[u8]) -> Option<String> {
 
 /// An open store.
 pub struct Store {
-    conn: Connection,
-    path: PathBuf,
+    /// The connection (the lab queue's queries use it too).
+    pub(in crate::service) conn: Connection,
+    /// The file.
+    pub(in crate::service) path: PathBuf,
     /// The file's layout version: a writer's is [`STORE_VERSION`], a
     /// reader's what it found.
     layout: i64,
@@ -673,7 +714,7 @@ fn token_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredToken> {
 }
 
 /// Now, as the store writes times (RFC 3339, UTC, whole seconds).
-fn now() -> String {
+pub(in crate::service) fn now() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
@@ -787,7 +828,7 @@ impl Store {
         &self.path
     }
 
-    fn query_err(&self, what: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError + '_ {
+    pub(in crate::service) fn query_err(&self, what: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError + '_ {
         move |source| StoreError::Query { path: self.path.clone(), what, source }
     }
 

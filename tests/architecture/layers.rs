@@ -42,6 +42,7 @@ pub const HOST_LAYERS: &[(&str, &[&str])] = &[
     ("bisect", &["results", "kernel", "suite_choice", "boot", "stats", "interrupt", "terminal"]),
     ("group_inputs", &["results", "compare", "report", "service"]),
     ("lava", &["results", "suite_choice", "boot"]),
+    ("lab", &["results", "service", "boot"]),
     // The config file: fills the option structs of the commands above.
     ("settings", &["boot", "kernel", "bisect"]),
     // The command line.

@@ -1,0 +1,522 @@
+//! Boots on a lab machine instead of QEMU (`--target lab:NAME`): each boot
+//! is a job queued in the receiver's store for the machine's agent
+//! ([`loads::lab_protocol`]), which kexecs the candidate; the candidate
+//! uploads its document to the job and reboots into the agent. This module
+//! queues the jobs, waits for each with bounds (the lab's power command
+//! when the machine stops answering), reads its serial console when the
+//! lab has a command for it, and judges the job with the same console
+//! scan and verdict as a QEMU boot; the record is the same envelope, with
+//! the lab job in place of QEMU's argv.
+
+use crate::boot::kernels::{resolve_kernels, run_arch, KernelUnderTest};
+use crate::boot::options::{group_label, parse_variants, RunOptions};
+use crate::boot::prepared_image::{prepare_image, PreparedImage};
+use crate::boot::secrets_segment::{self, GuestSecrets};
+use crate::results::{
+    BootInfo, BootRecord, ChannelReport, InitramfsRef, KeptWorkloads, KernelRef, LabJob, MachineShape, ResultsFile,
+};
+use crate::service::lab_queue::{Job, Machine, NewJob, RESULT_UPLOADED_LINE};
+use crate::service::store::{RunKind, Store};
+use anyhow::{bail, Context};
+use loads::lab_protocol::{self, JobFile};
+use loads::schema::RunDocument;
+use qemu::console_scan::ConsoleScan;
+use qemu::outcome::{judge, Classification, HangKind, RunEnd, RunFacts};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How often the job's state is read.
+const POLL: Duration = Duration::from_millis(500);
+/// How long a power command may run.
+const POWER_CYCLE_LIMIT: Duration = Duration::from_secs(60);
+/// The system a lab record names.
+pub const LAB_SYSTEM: &str = "bootbench-lab";
+
+/// Runs `args`' boots on lab machine `machine`: the results file, written
+/// after every boot as `run` does.
+pub fn run_lab_boots(args: &RunOptions, machine_name: &str) -> anyhow::Result<ResultsFile> {
+    let db = args
+        .lab
+        .lab_db
+        .as_deref()
+        .with_context(|| format!("--target lab:{machine_name} needs --lab-db, the receiver's store"))?;
+    if !db.exists() {
+        bail!("--lab-db {}: no such store (the file `bootbench serve --db` was given)", db.display());
+    }
+    if args.boots == 0 {
+        bail!("--boots must be at least 1");
+    }
+    if args.serve || args.upload_url.is_some() {
+        bail!("--serve and --upload-url are for QEMU boots: a lab job's candidate uploads to the lab's receiver");
+    }
+    let mut store = Store::open(db)?;
+    let machine = store.machine(machine_name)?;
+    if machine.revoked {
+        bail!("lab machine '{machine_name}' has a revoked token: it takes no jobs");
+    }
+    let arch = run_arch(args)?;
+    if arch.to_string() != machine.spec.arch {
+        bail!(
+            "lab machine '{machine_name}' is {}, but this run boots {arch} (--arch or the kernels' configs)",
+            machine.spec.arch
+        );
+    }
+    let Some(base_url) = machine.base_url.clone() else {
+        bail!(
+            "lab machine '{machine_name}' has never said hello to the receiver of {}: is its agent up (bootbench bundle)?",
+            db.display()
+        );
+    };
+    let suite = crate::suite_choice::apply_overrides(
+        crate::suite_choice::load_suite_for(&args.suite, arch.name(), false)?,
+        args.iterations,
+        args.warmup,
+        args.workloads.as_deref(),
+    )?;
+    if let Some(w) = suite.workloads.iter().find(|w| loads::workloads::needs_pack(w)) {
+        bail!("workload {} needs the userland pack, which a lab machine cannot have yet (no disk for it)", w.name);
+    }
+    if crate::suite_choice::scratch_room(&suite, args.smp())?.is_some() {
+        bail!("suite {} needs a scratch disk, which a lab machine cannot have yet", args.suite);
+    }
+    let variants = parse_variants(&args.variants)?;
+    let kernels = resolve_kernels(args, arch)?;
+    let work = tempfile::Builder::new().prefix("bootbench-lab-").tempdir().context("cannot create a temp dir")?;
+    let mut images = Vec::new();
+    for k in &kernels {
+        images.push(prepare_image(args, arch, &suite, k, &[], work.path())?);
+    }
+    let netconsole = netconsole_target(&machine);
+    if netconsole.is_none() {
+        log::warn!(
+            "lab machine '{machine_name}': the receiver has no netconsole sink (serve --netconsole), so a panic is seen only on a serial console (--console-cmd)"
+        );
+    }
+    let mut file = ResultsFile::default();
+    let units: Vec<(usize, &crate::boot::options::Variant)> =
+        (0..kernels.len()).flat_map(|ki| variants.iter().map(move |v| (ki, v))).collect();
+    let total = units.len() * args.boots as usize;
+    let order_seed =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    for (round, ui) in crate::boot::order::schedule(args.order, units.len(), args.boots, order_seed) {
+        let (ki, variant) = units[ui];
+        let (k, img) = (&kernels[ki], &images[ki]);
+        let index = file.boots.len();
+        let job_token = crate::service::tokens::generate();
+        let segment = secrets_segment::segment(&GuestSecrets { upload_token: job_token.clone(), upload_ca_pem: None })?;
+        let initrd = work.path().join(format!("job-{index}.cpio"));
+        secrets_segment::write_with_segment(&img.built.path, &segment, &initrd)?;
+        let kernel_file = stash(&store, &k.image)?;
+        let initrd_file = stash(&store, &initrd)?;
+        std::fs::remove_file(&initrd).ok();
+        let new = NewJob {
+            machine: machine_name.to_string(),
+            kernel: kernel_file,
+            initrd: initrd_file,
+            token: crate::service::tokens::digest(&job_token),
+        };
+        let id = store.lab_submit(&new, |id| {
+            let mut words = vec![
+                format!("console={}", machine.spec.console),
+                "panic=-1".to_string(),
+                "quiet".to_string(),
+                format!("bootbench.accel={}", machine.spec.accel),
+                format!("{}={id}", lab_protocol::JOB_KEY),
+                format!("bootbench.upload={}", lab_protocol::job_upload_base(&base_url, id)),
+                format!("{}=reboot", lab_protocol::AFTER_KEY),
+            ];
+            if let Some(n) = &netconsole {
+                words.push(format!("{}={n}", lab_protocol::NETCONSOLE_KEY));
+            }
+            words.extend(args.append.iter().cloned());
+            if !variant.words.is_empty() {
+                words.push(variant.words.clone());
+            }
+            let mut checked = qemu::KernelCmdline::new(arch.profile().cmdline_capacity).map_err(|e| e.to_string())?;
+            checked.extend_raw(&words.join(" ")).map_err(|e| e.to_string())?;
+            Ok(checked.as_str().to_string())
+        })?;
+        log::info!("boot {}/{total}: lab job {id} queued for machine {machine_name}", index + 1);
+        let label = group_label(&args.label, variant);
+        let waited = wait_for_job(&mut store, id, args, &machine)?;
+        let record = record_of(&store, &waited, k, img, &label, index, &machine, arch, args)?;
+        log::info!(
+            "boot {}/{total} (kernel {}, round {}): lab job {id}: {}{}",
+            index + 1,
+            ki + 1,
+            round + 1,
+            record.boot.classification,
+            record.boot.detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default()
+        );
+        file.boots.push(record);
+        if let Some(out) = &args.output {
+            file.write(out)?;
+        }
+    }
+    Ok(file)
+}
+
+/// `IP:PORT` of the receiver's netconsole sink as the machine reaches it:
+/// the host of the base URL its agent used (resolved here when it is a
+/// name) and the sink's port.
+fn netconsole_target(machine: &Machine) -> Option<String> {
+    let port = machine.netconsole_port?;
+    let url = reqwest::Url::parse(machine.base_url.as_deref()?).ok()?;
+    let host = url.host_str()?;
+    let ip = match host.parse::<std::net::Ipv4Addr>() {
+        Ok(ip) => ip,
+        Err(_) => {
+            use std::net::ToSocketAddrs;
+            (host, port).to_socket_addrs().ok()?.find_map(|a| match a.ip() {
+                std::net::IpAddr::V4(v4) => Some(v4),
+                std::net::IpAddr::V6(_) => None,
+            })?
+        }
+    };
+    Some(format!("{ip}:{port}"))
+}
+
+/// Copies `path` into the store's job files under its sha256 (once).
+fn stash(store: &Store, path: &Path) -> anyhow::Result<JobFile> {
+    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let sha256 = hex::encode(Sha256::digest(&data));
+    let dir = store.lab_files_dir();
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let dest = store.lab_file(&sha256);
+    if !dest.exists() {
+        let tmp = dir.join(format!(".{sha256}.{}", std::process::id()));
+        std::fs::write(&tmp, &data).with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &dest).with_context(|| format!("cannot write {}", dest.display()))?;
+    }
+    Ok(JobFile { sha256, bytes: data.len() as u64 })
+}
+
+/// A job as it ended, with what the host saw of it.
+#[derive(Debug)]
+struct Waited {
+    job: Job,
+    /// The serial console (--console-cmd), when there is one.
+    serial: Option<String>,
+    /// The bound that fired, and what the host did then.
+    timed_out: Option<(HangKind, String)>,
+    /// The machine did not come back to its agent after a good job.
+    not_back: Option<String>,
+    /// Wall time from the agent's kexec report to the end.
+    wall: Duration,
+    /// Everything the power command did.
+    notes: Vec<String>,
+}
+
+/// Runs the lab's power command, bounded; what happened, for the record.
+fn power_cycle(cmd: Option<&str>, why: &str) -> String {
+    let Some(cmd) = cmd else {
+        return format!("{why}; no --power-cycle command to reset the machine");
+    };
+    log::warn!("{why}: running the power command");
+    let child = Command::new("sh").arg("-c").arg(cmd).stdin(Stdio::null()).stdout(Stdio::null()).spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => return format!("{why}; the power command could not start: {e}"),
+    };
+    let t0 = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(s)) if s.success() => return format!("{why}; power-cycled"),
+            Ok(Some(s)) => return format!("{why}; the power command failed ({s})"),
+            Ok(None) if t0.elapsed() > POWER_CYCLE_LIMIT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return format!("{why}; the power command did not end within {} s", POWER_CYCLE_LIMIT.as_secs());
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(100)),
+            Err(e) => return format!("{why}; the power command: {e}"),
+        }
+    }
+}
+
+/// The serial console reader: `--console-cmd` with its stdout in a file.
+struct SerialConsole {
+    child: Child,
+    file: PathBuf,
+}
+
+impl SerialConsole {
+    fn start(cmd: &str, file: PathBuf) -> anyhow::Result<SerialConsole> {
+        let out = std::fs::File::create(&file).with_context(|| format!("cannot create {}", file.display()))?;
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("--console-cmd '{cmd}' could not start"))?;
+        Ok(SerialConsole { child, file })
+    }
+
+    /// Stops the command; its output.
+    fn finish(mut self) -> String {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = self.child.wait();
+        let mut text = Vec::new();
+        if let Ok(mut f) = std::fs::File::open(&self.file) {
+            let _ = f.read_to_end(&mut text);
+        }
+        String::from_utf8_lossy(&text).into_owned()
+    }
+}
+
+use std::os::unix::process::CommandExt as _;
+
+/// Waits for job `id` to end, within the run's bounds: the agent must take
+/// it and report its kexec within `--timeout-boot` (each), the candidate
+/// end within `--timeout-total`, and the machine come back to its agent
+/// within `--timeout-boot` after that.
+fn wait_for_job(store: &mut Store, id: u64, args: &RunOptions, machine: &Machine) -> anyhow::Result<Waited> {
+    let boot_limit = Duration::from_secs(args.timeout_boot);
+    let total_limit = Duration::from_secs(args.timeout_total);
+    let power = args.lab.power_cycle.as_deref();
+    let serial = match &args.lab.console_cmd {
+        Some(cmd) => Some(SerialConsole::start(cmd, std::env::temp_dir().join(format!("bootbench-lab-serial-{id}")))?),
+        None => None,
+    };
+    let mut notes = Vec::new();
+    let end = |serial: Option<SerialConsole>| serial.map(SerialConsole::finish);
+    let mut phase_start = Instant::now();
+    let mut kexec_at: Option<Instant> = None;
+    let mut last_state = String::new();
+    loop {
+        crate::interrupt::hold_if_interrupted();
+        let job = store.lab_job(id)?;
+        if job.state != last_state {
+            log::info!("lab job {id}: {}", job.state);
+            last_state = job.state.clone();
+            phase_start = Instant::now();
+            if job.state == "kexec" {
+                kexec_at = Some(Instant::now());
+            }
+        }
+        let (limit, what) = match job.state.as_str() {
+            "queued" => (total_limit, "take the job (is its agent up, or is it busy with another job?)"),
+            "sent" => (boot_limit, "fetch the job's files and kexec"),
+            "kexec" => (total_limit, "finish the job"),
+            "done" if job.returned_at.is_some() => break,
+            "done" => (boot_limit, "come back to its agent after the job"),
+            _ => break,
+        };
+        if phase_start.elapsed() > limit {
+            let why = format!(
+                "machine {} did not {what} within {} s (last hello {})",
+                machine.name,
+                limit.as_secs(),
+                store.machine(&machine.name)?.last_hello_at.as_deref().unwrap_or("never")
+            );
+            if job.state == "done" {
+                let note = power_cycle(power, &why);
+                notes.push(note.clone());
+                let job = store.lab_job(id)?;
+                let wall = kexec_at.map(|t| t.elapsed()).unwrap_or_default();
+                return Ok(Waited { job, serial: end(serial), timed_out: None, not_back: Some(note), wall, notes });
+            }
+            let which = if job.state == "kexec" { HangKind::Total } else { HangKind::Boot };
+            // Only a booted candidate's machine needs resetting; before the
+            // kexec the agent is alive and will simply not get the job.
+            let note = if job.state == "kexec" { power_cycle(power, &why) } else { why };
+            notes.push(note.clone());
+            let job = store.lab_time_out(id, &note)?;
+            let wall = kexec_at.map(|t| t.elapsed()).unwrap_or_default();
+            let timed_out = (!job.ended() || job.state == "timed_out").then_some((which, note));
+            return Ok(Waited { job, serial: end(serial), timed_out, not_back: None, wall, notes });
+        }
+        std::thread::sleep(POLL);
+    }
+    let job = store.lab_job(id)?;
+    let wall = kexec_at.map(|t| t.elapsed()).unwrap_or_default();
+    Ok(Waited { job, serial: end(serial), timed_out: None, not_back: None, wall, notes })
+}
+
+/// The verdict and what it rests on.
+struct Judged {
+    classification: Classification,
+    late_failure: Option<String>,
+    console: String,
+    document: Option<RunDocument>,
+    result_error: Option<String>,
+    workloads_kept: Option<KeptWorkloads>,
+    to_hello: Option<Duration>,
+}
+
+/// Judges a job like a QEMU boot: the console (the serial console, then
+/// what netconsole carried, with the receiver's line where the result
+/// arrived) through the same scan and verdict; the document is the one
+/// the candidate uploaded. What only a lab has: a job the agent could not
+/// boot is the lab's failure (`qemu_failure`, never the kernel's), a
+/// machine back without a result is a boot failure, a watchdog reset a
+/// hang (watchdog).
+fn judge_job(store: &Store, w: &Waited) -> anyhow::Result<Judged> {
+    let net = String::from_utf8_lossy(&w.job.console).into_owned();
+    let console = match &w.serial {
+        Some(s) if !s.is_empty() => format!("{s}\n{net}"),
+        _ => net,
+    };
+    let uploaded = match &w.job.run_id {
+        Some(run) => store.body(run, Some(RunKind::Document))?.map(|(_, body)| body),
+        None => None,
+    };
+    let (document, result_error) = match &uploaded {
+        Some(body) => match serde_json::from_slice::<RunDocument>(body) {
+            Ok(d) => (Some(d), None),
+            Err(e) => (None, Some(format!("the uploaded result is not a valid result document: {e}"))),
+        },
+        None => (None, Some(w.job.failure.clone().unwrap_or_else(|| "no result was uploaded".into()))),
+    };
+    let mut scan = ConsoleScan::new();
+    scan.feed_bytes(console.as_bytes());
+    scan.finish();
+    let (end, detail) = match &w.timed_out {
+        Some((which, why)) => (RunEnd::TimedOut(*which), why.clone()),
+        None => (RunEnd::Exited { code: Some(0), signal: None }, String::new()),
+    };
+    let mut facts = RunFacts::from_scan(&scan, end, detail, String::new());
+    if document.is_some() {
+        facts.stream = Ok(());
+        if facts.order.result_end.is_none() {
+            facts.order.result_end = scan.log_text().lines().position(|l| l.starts_with(RESULT_UPLOADED_LINE));
+        }
+    }
+    let mut judgement = judge(&facts);
+    if w.job.state == "failed" && document.is_none() {
+        judgement.classification = Classification::QemuFailure {
+            status: None,
+            detail: format!("lab: {}", w.job.failure.as_deref().unwrap_or("the agent could not boot the job")),
+        };
+    } else if w.job.state == "timed_out" && w.job.kexec_at.is_none() {
+        judgement.classification = Classification::QemuFailure {
+            status: None,
+            detail: format!("lab: {}", w.job.failure.as_deref().unwrap_or("the job was not booted")),
+        };
+    } else if w.job.watchdog_reset == Some(true) && document.is_none() && facts.panic_line.is_none() {
+        judgement.classification = Classification::Hang {
+            which: HangKind::Watchdog,
+            detail: w.job.failure.clone().unwrap_or_else(|| "a hardware watchdog reset the machine".into()),
+        };
+    } else if w.job.state == "returned" && matches!(judgement.classification, Classification::Incomplete { .. }) {
+        judgement.classification = Classification::BootFailure {
+            line: w.job.failure.clone().unwrap_or_else(|| "the machine came back without a result".into()),
+        };
+    }
+    if let Some(n) = &w.not_back {
+        let late = format!("after the result was complete: {n}");
+        judgement.late_failure =
+            Some(judgement.late_failure.map_or(late.clone(), |l| format!("{l}; then {}", n.trim_start())));
+    }
+    let workloads_kept = match &document {
+        Some(_) => None,
+        None => KeptWorkloads::parse(&scan.workload_documents()),
+    };
+    Ok(Judged {
+        classification: judgement.classification,
+        late_failure: judgement.late_failure,
+        console,
+        document,
+        result_error,
+        workloads_kept,
+        to_hello: None,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn record_of(
+    store: &Store,
+    w: &Waited,
+    k: &KernelUnderTest,
+    img: &PreparedImage,
+    label: &str,
+    index: usize,
+    machine: &Machine,
+    arch: qemu::Arch,
+    args: &RunOptions,
+) -> anyhow::Result<BootRecord> {
+    let j = judge_job(store, w)?;
+    let mut document = j.document;
+    if let Some(d) = &mut document {
+        d.provenance.kernel.image_sha256 = Some(k.image_sha256.clone());
+        d.provenance.kernel.config_sha256 = k.config_sha256.clone();
+    }
+    let guest = document.as_ref().map(|d| &d.provenance.machine);
+    let hello = store.machine(&machine.name)?.last_hello;
+    let _ = args;
+    Ok(BootRecord {
+        label: label.to_string(),
+        cmdline: w.job.cmdline.clone(),
+        kernel: KernelRef {
+            path: k.image.clone(),
+            image_sha256: k.image_sha256.clone(),
+            config_sha256: k.config_sha256.clone(),
+            package: k.package.clone(),
+            release: k.release.clone(),
+            commit: None,
+        },
+        initramfs: InitramfsRef {
+            path: img.built.path.clone(),
+            sha256: img.built.sha256.clone(),
+            bytes: img.built.bytes,
+        },
+        qemu: Default::default(),
+        machine: MachineShape {
+            machine_type: None,
+            cpu_model: guest.map(|m| m.cpu_model.clone()),
+            arch: arch.to_string(),
+            smp: guest.map_or(0, |m| m.cpus),
+            mem_mib: guest.map_or(0, |m| m.mem_bytes >> 20),
+            cpu: None,
+            accel: machine.spec.accel.clone(),
+            accel_reason: format!("lab machine {}", machine.name),
+        },
+        boot: BootInfo {
+            index: index as u32,
+            classification: j.classification.name().to_string(),
+            detail: match &j.classification {
+                Classification::Ok => None,
+                other => Some(other.to_string()),
+            },
+            late_failure: j.late_failure,
+            wall_s: w.wall.as_secs_f64(),
+            to_hello_s: j.to_hello.map(|d| d.as_secs_f64()),
+            qemu_status: None,
+            envelope_id: document.is_none().then(crate::results::host_run_id),
+        },
+        channels: vec![ChannelReport {
+            name: "upload".into(),
+            intact: document.is_some(),
+            detail: j.result_error.clone(),
+        }],
+        result: document,
+        result_error: j.result_error,
+        workloads_kept: j.workloads_kept,
+        upload: None,
+        storage: None,
+        pack: None,
+        host: Some(crate::boot::host_facts::this_host()),
+        lab: Some(LabJob {
+            system: LAB_SYSTEM.into(),
+            job_id: Some(w.job.id.to_string()),
+            url: None,
+            device: Some(machine.name.clone()),
+            device_type: None,
+            boot_method: Some("kexec".into()),
+            result: Some(w.job.state.clone()),
+            error: w.job.failure.clone().or_else(|| (!w.notes.is_empty()).then(|| w.notes.join("; "))),
+            error_type: None,
+            agent_kernel: w.job.agent_kernel.clone().or_else(|| hello.map(|h| h.agent_kernel)),
+        }),
+        console_log: j.console,
+    })
+}
