@@ -139,6 +139,15 @@ mod tests {
             EVENT_UPLOAD,
             EVENT_UPLOAD_ATTEMPT,
             EVENT_NETWORK,
+            EVENT_AGENT_HELLO,
+            EVENT_AGENT_JOB,
+            EVENT_AGENT_KEXEC,
+            EVENT_AGENT_WAIT,
+            EVENT_AGENT_FAILED,
+            EVENT_AGENT_ERROR,
+            EVENT_AGENT_POWEROFF,
+            EVENT_NETCONSOLE,
+            EVENT_HW_WATCHDOG,
         ] {
             assert!(CHECKSUMMED_EVENTS.contains(&name), "{name}: a cut line would pass for an old-format event");
         }

@@ -15,6 +15,9 @@ mod block_device;
 mod bounded_child;
 mod config;
 mod dhcp_client;
+mod hw_watchdog;
+mod kexec;
+mod lab_agent;
 mod late_steps;
 mod lava_monitor;
 mod module_loader;
@@ -84,12 +87,17 @@ fn main() {
     let accel = cmdline.as_ref().ok().and_then(|c| c.accel.clone());
     let load_modules = cmdline.as_ref().ok().and_then(|c| c.load_modules).unwrap_or(true);
     let cmdline_keys = cmdline.as_ref().ok().cloned().unwrap_or_default();
+    power_off::set_after(cmdline_keys.after.unwrap_or_default());
     let mut lava = lava_monitor::LavaMonitor::new(cmdline.as_ref().ok().map(|c| c.lava.unwrap_or(false)));
     lava.start();
     // Before any workload: read and remove the secrets segment.
     let (secrets, secret_errors) = secrets::take();
     for e in &secret_errors {
         say(&format!("secrets: {}", error_chain(e)));
+    }
+    // A lab machine's agent never runs the suite: it boots the lab's jobs.
+    if cmdline_keys.role() == loads::suite::Role::Agent {
+        lab_agent::run(&cmdline_keys, secrets, load_modules, sfd.as_ref());
     }
     let late = late_steps::LateSteps::new(&cmdline_keys, load_modules, secrets);
     let faults = test_faults::Faults::new(&cmdline_keys.test_faults);

@@ -1,7 +1,9 @@
 //! Loads the kernel modules `bootbench image` packed, in the order it
-//! listed them (dependencies first), with finit_module. Two lists: the
-//! early one (what the scratch disk needs, loaded before the workloads) and
-//! the late one (the results port and NIC, loaded after them).
+//! listed them (dependencies first), with finit_module. Three lists: the
+//! early one (what the scratch disk needs, loaded before the workloads),
+//! the late one (the results port and NIC, loaded after them), and the lab
+//! one (netconsole and the hardware watchdogs' drivers, loaded only when
+//! `bootbench.netconsole`, `bootbench.hw_watchdog` or the agent role asks).
 
 use nix::kmod::{finit_module, ModuleInitFlags};
 use std::fs;
@@ -10,6 +12,8 @@ use std::fs;
 pub const MODULES_LIST: &str = "/etc/bootbench/modules.load";
 /// The early list, same format: modules the storage setup needs.
 pub const EARLY_MODULES_LIST: &str = "/etc/bootbench/modules-early.load";
+/// The lab list, same format: netconsole and watchdog drivers.
+pub const LAB_MODULES_LIST: &str = "/etc/bootbench/modules-lab.load";
 
 /// Errors while loading modules.
 #[derive(Debug, thiserror::Error)]

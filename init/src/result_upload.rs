@@ -61,15 +61,21 @@ pub fn plan(cmdline: &CmdlineConfig, secrets: Secrets) -> Option<UploadPlan> {
         url,
         token: secrets.upload_token.or_else(|| cmdline.token.clone()).unwrap_or_default(),
         ca_pem: secrets.upload_ca_pem,
-        net: NetRequest {
-            iface: cmdline.iface.clone(),
-            ip: cmdline.ip,
-            gw: cmdline.gw,
-            dns: cmdline.dns.clone(),
-            qemu: matches!(cmdline.accel.as_deref(), Some("kvm" | "tcg" | "icount")),
-        },
+        net: net_request(cmdline),
         policy,
     })
+}
+
+/// The network settings of the cmdline (the upload's, the lab agent's and
+/// netconsole's).
+pub fn net_request(cmdline: &CmdlineConfig) -> NetRequest {
+    NetRequest {
+        iface: cmdline.iface.clone(),
+        ip: cmdline.ip,
+        gw: cmdline.gw,
+        dns: cmdline.dns.clone(),
+        qemu: matches!(cmdline.accel.as_deref(), Some("kvm" | "tcg" | "icount")),
+    }
 }
 
 /// A report for an upload that never got to send anything.

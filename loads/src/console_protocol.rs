@@ -111,11 +111,39 @@ pub const EVENT_INIT_PANIC: &str = "init-panic";
 /// detail=TEXT`. The result is complete by then; the host records it
 /// beside the result.
 pub const EVENT_LATE_STEP: &str = "late-step";
+/// Event name a lab agent prints when the receiver answered its hello:
+/// `machine=NAME closed_job=ID|- ms=N` (`ms`: since the agent's start).
+pub const EVENT_AGENT_HELLO: &str = "agent-hello";
+/// Event name a lab agent prints when it got a job:
+/// `id=N kernel_bytes=N initrd_bytes=N`.
+pub const EVENT_AGENT_JOB: &str = "agent-job";
+/// Event name a lab agent prints right before it kexecs a job's kernel:
+/// `id=N`.
+pub const EVENT_AGENT_KEXEC: &str = "agent-kexec";
+/// Event name a lab agent prints when the receiver has no job for it:
+/// `s=N` (the seconds it waits before asking again).
+pub const EVENT_AGENT_WAIT: &str = "agent-wait";
+/// Event name a lab agent prints when a job cannot be booted here (it
+/// reports it and asks for the next one): `id=N reason=TEXT`.
+pub const EVENT_AGENT_FAILED: &str = "agent-failed";
+/// Event name a lab agent prints when talking to the receiver failed:
+/// `url=URL retry_in_s=N|- error=TEXT` (`-`: it gives up).
+pub const EVENT_AGENT_ERROR: &str = "agent-error";
+/// Event name a lab agent prints before it powers the machine off:
+/// `reason=TEXT`.
+pub const EVENT_AGENT_POWEROFF: &str = "agent-poweroff";
+/// Event name the init prints once netconsole sends the kernel's
+/// messages: `target=IP:PORT iface=NAME`, or `failed error=TEXT`.
+pub const EVENT_NETCONSOLE: &str = "netconsole";
+/// Event name the init prints about the hardware watchdog:
+/// `armed device=PATH identity=TEXT timeout_s=N`, `disarmed`, or
+/// `failed error=TEXT`.
+pub const EVENT_HW_WATCHDOG: &str = "hw-watchdog";
 /// Events the init always prints with a CRC (through [`event`]): a line
 /// with one of these names but no CRC was cut, and is not accepted. The
 /// upload and network events are `results-uploader`'s `EVENT_UPLOAD` and
 /// `EVENT_NETWORK`. A new event printed with [`event`] belongs here.
-pub const CHECKSUMMED_EVENTS: [&str; 8] = [
+pub const CHECKSUMMED_EVENTS: [&str; 17] = [
     EVENT_HELLO,
     EVENT_ALIVE,
     EVENT_POWEROFF,
@@ -124,6 +152,15 @@ pub const CHECKSUMMED_EVENTS: [&str; 8] = [
     "upload",
     "upload-attempt",
     "network",
+    EVENT_AGENT_HELLO,
+    EVENT_AGENT_JOB,
+    EVENT_AGENT_KEXEC,
+    EVENT_AGENT_WAIT,
+    EVENT_AGENT_FAILED,
+    EVENT_AGENT_ERROR,
+    EVENT_AGENT_POWEROFF,
+    EVENT_NETCONSOLE,
+    EVENT_HW_WATCHDOG,
 ];
 
 /// What a stream carries.

@@ -11,6 +11,9 @@
 //! full) and network errors = retried with exponential backoff and jitter,
 //! a bounded number of times; any other status = refused for good.
 //!
+//! A lab machine's agent talks to the lab receiver through [`LabClient`]
+//! (JSON requests and job-file downloads, one attempt each).
+//!
 //! This crate owns the client side only; it never panics on what the
 //! network sends and never returns an error: [`upload`] returns an
 //! [`UploadOutcome`] that is the report.
@@ -19,6 +22,7 @@
 // ARCHITECTURE.md, "PID 1").
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
+mod lab_client;
 mod name_resolution;
 mod outcome_event;
 mod retry_policy;
@@ -26,6 +30,7 @@ mod tls_roots;
 mod upload;
 mod upload_url;
 
+pub use lab_client::{ExpectedFile, LabClient, LabError, MAX_JSON_BYTES, MIN_DOWNLOAD_RATE};
 pub use name_resolution::{resolve, Resolution, ResolveError};
 pub use outcome_event::{EventError, UploadReport, EVENT_NETWORK, EVENT_UPLOAD, EVENT_UPLOAD_ATTEMPT};
 pub use retry_policy::{RetryPolicy, DEFAULT_TOTAL_BUDGET};

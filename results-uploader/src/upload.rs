@@ -208,7 +208,7 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut src = e.source();
     while let Some(cause) = src {
@@ -235,7 +235,7 @@ fn is_tls_error(e: &(dyn std::error::Error + 'static)) -> bool {
 
 /// Classifies a transport error: TLS failures are permanent (retrying
 /// cannot fix a certificate), everything else is worth another try.
-fn classify(e: &reqwest::Error) -> (&'static str, bool) {
+pub(crate) fn classify(e: &reqwest::Error) -> (&'static str, bool) {
     let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
     let mut refused = false;
     while let Some(cause) = src {
@@ -262,13 +262,13 @@ fn classify(e: &reqwest::Error) -> (&'static str, bool) {
 /// Statuses worth retrying: the receiver is overloaded, restarting, or a
 /// proxy in front of it is; or its store is full (507), which an operator
 /// can fix while the upload waits.
-fn transient_status(status: u16) -> bool {
+pub(crate) fn transient_status(status: u16) -> bool {
     matches!(status, 408 | 425 | 429 | 500 | 502 | 503 | 504 | 507)
 }
 
 /// The receiver's message from an error response: `{"error": "..."}` as
 /// `bootbench serve` sends it, or the first part of the text.
-fn server_message(body: &[u8]) -> String {
+pub(crate) fn server_message(body: &[u8]) -> String {
     #[derive(Deserialize)]
     struct ErrorBody {
         error: String,
@@ -281,7 +281,7 @@ fn server_message(body: &[u8]) -> String {
     one_line.chars().take(MAX_MESSAGE_CHARS).collect()
 }
 
-fn build_client(
+pub(crate) fn build_client(
     settings: &UploadSettings,
     extra_roots: &[CertificateDer<'static>],
     url: &Url,

@@ -8,6 +8,8 @@
 
 use super::builtin::BUILTIN_SUITES;
 use super::document::{Suite, SuiteError, WorkloadSpec, LIMITS};
+use crate::lab_protocol;
+use std::net::{Ipv4Addr, SocketAddrV4};
 
 /// Settings from `bootbench.*` kernel cmdline keys.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -80,6 +82,31 @@ pub struct CmdlineConfig {
     /// `bootbench.lava=0|1`: also print the lines LAVA's `monitors` test
     /// action reads ([`crate::lava_lines`]; default 0).
     pub lava: Option<bool>,
+    /// `bootbench.role=agent|candidate` ([`lab_protocol::ROLE_KEY`]):
+    /// what the init does (default: the suite, `candidate`).
+    pub role: Option<Role>,
+    /// `bootbench.lab=URL` ([`lab_protocol::LAB_URL_KEY`]): the lab
+    /// receiver's base URL (only with `bootbench.role=agent`, which needs it).
+    pub lab: Option<String>,
+    /// `bootbench.machine=NAME` ([`lab_protocol::MACHINE_KEY`]): this
+    /// machine's name at the lab receiver (only with, and needed by,
+    /// `bootbench.role=agent`).
+    pub machine: Option<String>,
+    /// `bootbench.after=poweroff|reboot|halt` ([`lab_protocol::AFTER_KEY`]):
+    /// how the run ends (default: power off).
+    pub after: Option<AfterRun>,
+    /// `bootbench.netconsole=IPV4:PORT` ([`lab_protocol::NETCONSOLE_KEY`]):
+    /// send the kernel's messages there with netconsole, set up before the
+    /// first workload.
+    pub netconsole: Option<SocketAddrV4>,
+    /// `bootbench.hw_watchdog=SECONDS` ([`lab_protocol::HW_WATCHDOG_KEY`]):
+    /// arm the hardware watchdog with this timeout (within
+    /// [`LIMITS`]`.hw_watchdog_s`, 0 = off; more than twice the `alive`
+    /// interval, at which PID 1 pets it).
+    pub hw_watchdog_s: Option<u64>,
+    /// `bootbench.lab_job=ID` ([`lab_protocol::JOB_KEY`]): the lab job this
+    /// candidate boots for.
+    pub lab_job: Option<u64>,
     /// `bootbench.<workload>.<param>=VALUE` parameter overrides, in order.
     pub params: Vec<(String, String, serde_json::Value)>,
     /// `bootbench.test_fault=NAME[,NAME...]`: faults to inject, for bootbench's
@@ -101,6 +128,40 @@ pub struct CmdlineConfig {
 ///   ignore SIGTERM, in their own session, behind it;
 /// - `late-hang`: a step after the result is printed blocks without end.
 pub const TEST_FAULTS: &[&str] = &["kernel-panic", "init-panic", "silence", "segv", "orphans", "late-hang"];
+
+/// What the init is in this boot (`bootbench.role`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Role {
+    /// Runs the suite and reports (the default).
+    #[default]
+    Candidate,
+    /// A lab machine's agent: asks the lab receiver for jobs and kexecs
+    /// their kernels; never runs the suite.
+    Agent,
+}
+
+/// How a run ends once its result is out (`bootbench.after`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AfterRun {
+    /// Power off (the default; QEMU exits).
+    #[default]
+    PowerOff,
+    /// Reboot (a lab machine's default boot brings its agent back).
+    Reboot,
+    /// Halt without powering off.
+    Halt,
+}
+
+impl AfterRun {
+    /// The key's value for this ending.
+    pub fn name(self) -> &'static str {
+        match self {
+            AfterRun::PowerOff => "poweroff",
+            AfterRun::Reboot => "reboot",
+            AfterRun::Halt => "halt",
+        }
+    }
+}
 
 /// Block schedulers `bootbench.iosched` may name (what blk-mq offers).
 pub const IO_SCHEDULERS: &[&str] = &["none", "mq-deadline", "kyber", "bfq"];
@@ -160,6 +221,13 @@ const KNOWN_KEYS: &[&str] = &[
     "alive",
     "lava",
     "test_fault",
+    "role",
+    "lab",
+    "machine",
+    "after",
+    "netconsole",
+    "hw_watchdog",
+    "lab_job",
 ];
 
 /// How the guest's network interface gets its IPv4 address
@@ -188,7 +256,24 @@ fn parse_switch(key: &str, value: &str) -> Result<bool, SuiteError> {
     }
 }
 
-fn parse_ipv4(key: &str, value: &str, text: &str) -> Result<std::net::Ipv4Addr, SuiteError> {
+/// `IPV4:PORT`, the port 1..=65535.
+fn parse_udp_target(key: &str, value: &str) -> Result<SocketAddrV4, SuiteError> {
+    let Some((addr, port)) = value.rsplit_once(':') else {
+        return Err(bad(key, value, "expected IPV4:PORT (e.g. 10.0.2.2:6666)"));
+    };
+    let addr = parse_ipv4(key, value, addr)?;
+    let port: u16 = port
+        .parse()
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or_else(|| bad(key, value, "the port must be a number from 1 to 65535"))?;
+    if addr.is_unspecified() || addr.is_broadcast() || addr.is_multicast() {
+        return Err(bad(key, value, "expected the address of one host"));
+    }
+    Ok(SocketAddrV4::new(addr, port))
+}
+
+fn parse_ipv4(key: &str, value: &str, text: &str) -> Result<Ipv4Addr, SuiteError> {
     text.parse().map_err(|_| bad(key, value, &format!("'{text}' is not an IPv4 address")))
 }
 
@@ -438,6 +523,41 @@ impl CmdlineConfig {
                 "zram" => cfg.zram_bytes = Some(parse_num(&full, value, LIMITS.zram_bytes)?),
                 "modules" => cfg.load_modules = Some(parse_switch(&full, value)?),
                 "lava" => cfg.lava = Some(parse_switch(&full, value)?),
+                "role" => {
+                    cfg.role = Some(match value {
+                        "agent" => Role::Agent,
+                        "candidate" => Role::Candidate,
+                        _ => return Err(bad(&full, value, "expected agent or candidate")),
+                    })
+                }
+                "lab" => {
+                    check_upload_url(&full, value)?;
+                    cfg.lab = Some(value.to_string());
+                }
+                "machine" => {
+                    if !lab_protocol::valid_machine_name(value) {
+                        return Err(bad(
+                            &full,
+                            value,
+                            &format!(
+                                "a machine name has 1 to {} letters, digits, '-', '_' or '.', and does not start with '.'",
+                                lab_protocol::MAX_MACHINE_NAME
+                            ),
+                        ));
+                    }
+                    cfg.machine = Some(value.to_string());
+                }
+                "after" => {
+                    cfg.after = Some(match value {
+                        "poweroff" => AfterRun::PowerOff,
+                        "reboot" => AfterRun::Reboot,
+                        "halt" => AfterRun::Halt,
+                        _ => return Err(bad(&full, value, "expected poweroff, reboot or halt")),
+                    })
+                }
+                "netconsole" => cfg.netconsole = Some(parse_udp_target(&full, value)?),
+                "hw_watchdog" => cfg.hw_watchdog_s = Some(parse_num(&full, value, LIMITS.hw_watchdog_s)?),
+                "lab_job" => cfg.lab_job = Some(parse_num(&full, value, (0, u64::MAX))?),
                 "test_fault" => {
                     for f in value.split(',') {
                         if !TEST_FAULTS.contains(&f) {
@@ -476,7 +596,54 @@ impl CmdlineConfig {
         }
         cfg.check_upload_keys()?;
         cfg.check_storage_keys()?;
+        cfg.check_lab_keys()?;
         Ok(cfg)
+    }
+
+    /// The role this boot has (`bootbench.role`, default candidate).
+    pub fn role(&self) -> Role {
+        self.role.unwrap_or_default()
+    }
+
+    /// The hardware watchdog's timeout, when one is asked for (0 is off).
+    pub fn hw_watchdog(&self) -> Option<u64> {
+        self.hw_watchdog_s.filter(|s| *s > 0)
+    }
+
+    /// An agent needs its receiver and its name, which nothing else uses;
+    /// a hardware watchdog pet at every `alive` tick must outlast two of
+    /// them (one late tick must not reset a healthy machine).
+    fn check_lab_keys(&self) -> Result<(), SuiteError> {
+        let agent = self.role() == Role::Agent;
+        for (key, given) in
+            [(lab_protocol::LAB_URL_KEY, self.lab.is_some()), (lab_protocol::MACHINE_KEY, self.machine.is_some())]
+        {
+            if agent && !given {
+                return Err(SuiteError::UnknownKey {
+                    key: key.to_string(),
+                    known: "bootbench.role=agent needs bootbench.lab=URL and bootbench.machine=NAME".into(),
+                });
+            }
+            if !agent && given {
+                return Err(SuiteError::UnknownKey {
+                    key: key.to_string(),
+                    known: "it only applies with bootbench.role=agent".into(),
+                });
+            }
+        }
+        if let Some(s) = self.hw_watchdog() {
+            let alive = self.alive_s.unwrap_or(crate::console_protocol::ALIVE_INTERVAL_S);
+            if s <= alive.saturating_mul(2) {
+                return Err(bad(
+                    lab_protocol::HW_WATCHDOG_KEY,
+                    &s.to_string(),
+                    &format!(
+                        "must exceed twice the alive interval ({alive} s), at which the init pets the watchdog while a workload runs"
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The scratch disk's filesystem and scheduler describe a scratch
@@ -501,24 +668,28 @@ impl CmdlineConfig {
         Ok(())
     }
 
-    /// Keys that only make sense together: network keys without an upload would configure nothing.
+    /// Keys that only make sense together: network keys without anything
+    /// that uses the network (an upload, an agent, netconsole) would
+    /// configure nothing, nor would a token without an upload or an agent.
     fn check_upload_keys(&self) -> Result<(), SuiteError> {
-        if self.upload.is_none() {
-            let given = [
-                ("bootbench.token", self.token.is_some()),
-                ("bootbench.ip", self.ip.is_some()),
-                ("bootbench.gw", self.gw.is_some()),
-                ("bootbench.dns", self.dns.is_some()),
-                ("bootbench.iface", self.iface.is_some()),
-                ("bootbench.upload_attempts", self.upload_attempts.is_some()),
-                ("bootbench.upload_timeout", self.upload_timeout_s.is_some()),
-            ];
-            if let Some((key, _)) = given.iter().find(|(_, g)| *g) {
-                return Err(SuiteError::UnknownKey {
-                    key: key.to_string(),
-                    known: "it only applies with bootbench.upload=URL".into(),
-                });
-            }
+        let agent = self.role() == Role::Agent;
+        let network = self.upload.is_some() || agent || self.netconsole.is_some();
+        let checks = [
+            ("bootbench.token", self.token.is_some(), self.upload.is_some() || agent),
+            ("bootbench.ip", self.ip.is_some(), network),
+            ("bootbench.gw", self.gw.is_some(), network),
+            ("bootbench.dns", self.dns.is_some(), network),
+            ("bootbench.iface", self.iface.is_some(), network),
+            ("bootbench.upload_attempts", self.upload_attempts.is_some(), self.upload.is_some()),
+            ("bootbench.upload_timeout", self.upload_timeout_s.is_some(), self.upload.is_some()),
+        ];
+        if let Some((key, _, _)) = checks.iter().find(|(_, given, used)| *given && !*used) {
+            let known = match *key {
+                "bootbench.upload_attempts" | "bootbench.upload_timeout" => "it only applies with bootbench.upload=URL",
+                "bootbench.token" => "it only applies with bootbench.upload=URL or bootbench.role=agent",
+                _ => "it only applies with bootbench.upload=URL, bootbench.role=agent or bootbench.netconsole=IP:PORT",
+            };
+            return Err(SuiteError::UnknownKey { key: key.to_string(), known: known.into() });
         }
         Ok(())
     }

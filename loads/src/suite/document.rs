@@ -134,6 +134,9 @@ pub struct Limits {
     pub upload_timeout_s: (u64, u64),
     /// zram device bytes: 1 MiB to 1 TiB.
     pub zram_bytes: (u64, u64),
+    /// Hardware watchdog seconds (0 = off; WDIOC_SETTIMEOUT takes an int,
+    /// and no driver we know of goes past an hour).
+    pub hw_watchdog_s: (u64, u64),
 }
 
 /// The ranges the init accepts; see [`Limits`].
@@ -145,6 +148,7 @@ pub const LIMITS: Limits = Limits {
     upload_attempts: (1, 20),
     upload_timeout_s: (1, 600),
     zram_bytes: (1 << 20, 1 << 40),
+    hw_watchdog_s: (0, 3600),
 };
 
 fn default_watchdog() -> u64 {

@@ -288,3 +288,80 @@ fn the_lava_switch_parses_and_a_bad_value_names_the_key() {
     let e = CmdlineConfig::parse("bootbench.lava=maybe").unwrap_err().to_string();
     assert!(e.contains("bootbench.lava") && e.contains("maybe") && e.contains("expected 0 or 1"), "{e}");
 }
+
+#[test]
+fn lab_keys_parse() {
+    let cfg = CmdlineConfig::parse(
+        "bootbench.role=agent bootbench.lab=http://10.0.2.2:8080/bb bootbench.machine=box-1.lab_a \
+         bootbench.ip=dhcp bootbench.token=t",
+    )
+    .unwrap();
+    assert_eq!(cfg.role(), Role::Agent);
+    assert_eq!(cfg.lab.as_deref(), Some("http://10.0.2.2:8080/bb"));
+    assert_eq!(cfg.machine.as_deref(), Some("box-1.lab_a"));
+    assert_eq!(cfg.ip, Some(IpSetting::Dhcp));
+    let cfg = CmdlineConfig::parse(
+        "bootbench.role=candidate bootbench.after=reboot bootbench.netconsole=10.0.2.2:6666 \
+         bootbench.hw_watchdog=300 bootbench.lab_job=18446744073709551615 bootbench.iface=eth1",
+    )
+    .unwrap();
+    assert_eq!(cfg.role(), Role::Candidate);
+    assert_eq!(cfg.after, Some(AfterRun::Reboot));
+    assert_eq!(cfg.netconsole, Some("10.0.2.2:6666".parse().unwrap()));
+    assert_eq!(cfg.hw_watchdog(), Some(300));
+    assert_eq!(cfg.lab_job, Some(u64::MAX));
+    assert_eq!(CmdlineConfig::parse("bootbench.after=halt").unwrap().after, Some(AfterRun::Halt));
+    assert_eq!(CmdlineConfig::parse("bootbench.after=poweroff").unwrap().after, Some(AfterRun::PowerOff));
+    let off = CmdlineConfig::parse("bootbench.hw_watchdog=0").unwrap();
+    assert_eq!((off.hw_watchdog_s, off.hw_watchdog()), (Some(0), None));
+    let none = CmdlineConfig::parse("quiet").unwrap();
+    assert_eq!((none.role(), none.after, none.hw_watchdog()), (Role::Candidate, None, None));
+}
+
+#[test]
+fn bad_lab_values_name_the_key_and_the_problem() {
+    let agent = "bootbench.role=agent bootbench.lab=http://10.0.2.2:1 bootbench.machine=box1";
+    for (line, key, word) in [
+        ("bootbench.role=server", "bootbench.role", "agent or candidate"),
+        ("bootbench.role=agent bootbench.lab=ftp://h bootbench.machine=m", "bootbench.lab", "http"),
+        ("bootbench.role=agent bootbench.lab=http://h bootbench.machine=a/b", "bootbench.machine", "machine name"),
+        ("bootbench.role=agent bootbench.lab=http://h bootbench.machine=.x", "bootbench.machine", "machine name"),
+        ("bootbench.role=agent bootbench.machine=m", "bootbench.lab", "needs bootbench.lab"),
+        ("bootbench.role=agent bootbench.lab=http://h", "bootbench.machine", "needs"),
+        ("bootbench.lab=http://h", "bootbench.lab", "role=agent"),
+        ("bootbench.machine=m", "bootbench.machine", "role=agent"),
+        ("bootbench.after=shutdown", "bootbench.after", "poweroff, reboot or halt"),
+        ("bootbench.netconsole=10.0.2.2", "bootbench.netconsole", "IPV4:PORT"),
+        ("bootbench.netconsole=10.0.2.2:0", "bootbench.netconsole", "1 to 65535"),
+        ("bootbench.netconsole=10.0.2.2:65536", "bootbench.netconsole", "1 to 65535"),
+        ("bootbench.netconsole=host:6666", "bootbench.netconsole", "not an IPv4"),
+        ("bootbench.netconsole=255.255.255.255:6666", "bootbench.netconsole", "one host"),
+        ("bootbench.hw_watchdog=3601", "bootbench.hw_watchdog", "at most 3600"),
+        ("bootbench.hw_watchdog=-1", "bootbench.hw_watchdog", "whole number"),
+        ("bootbench.lab_job=x", "bootbench.lab_job", "whole number"),
+        ("bootbench.ip=dhcp", "bootbench.ip", "bootbench.role=agent"),
+        ("bootbench.token=t", "bootbench.token", "bootbench.role=agent"),
+    ] {
+        let e = CmdlineConfig::parse(line).unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains(word), "{line}: {e}");
+    }
+    // What an agent or netconsole uses is accepted with them.
+    CmdlineConfig::parse(&format!("{agent} bootbench.iface=eth0 bootbench.token=t")).unwrap();
+    CmdlineConfig::parse("bootbench.netconsole=10.0.2.2:6666 bootbench.ip=dhcp").unwrap();
+    let e = CmdlineConfig::parse(&format!("{agent} bootbench.upload_attempts=2")).unwrap_err().to_string();
+    assert!(e.contains("bootbench.upload_attempts") && e.contains("bootbench.upload=URL"), "{e}");
+}
+
+#[test]
+fn a_hardware_watchdog_must_outlast_two_alive_ticks() {
+    // Default alive interval 60 s: 120 s is one late tick from a reset.
+    let e = CmdlineConfig::parse("bootbench.hw_watchdog=120").unwrap_err().to_string();
+    assert!(e.contains("bootbench.hw_watchdog") && e.contains("twice the alive interval (60 s)"), "{e}");
+    assert_eq!(CmdlineConfig::parse("bootbench.hw_watchdog=121").unwrap().hw_watchdog(), Some(121));
+    let e = CmdlineConfig::parse("bootbench.hw_watchdog=20 bootbench.alive=10").unwrap_err().to_string();
+    assert!(e.contains("(10 s)"), "{e}");
+    let cfg = CmdlineConfig::parse("bootbench.hw_watchdog=21 bootbench.alive=10").unwrap();
+    assert_eq!(cfg.hw_watchdog(), Some(21));
+    // Off needs no margin.
+    CmdlineConfig::parse("bootbench.hw_watchdog=0 bootbench.alive=3600").unwrap();
+}
