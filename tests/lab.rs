@@ -201,3 +201,201 @@ fn agent_requests_need_their_own_machines_valid_token() {
     let (s, e) = error_of(hello_from(&url, "box1", BOX1));
     assert_eq!((s, e.as_str()), (403, "this token was revoked"), "a revocation holds at once");
 }
+
+/// A QEMU VM playing a lab machine: its default boot (QEMU's
+/// `-kernel`/`-initrd`, loaded again at every reset, since there is no
+/// `-no-reboot`) is the agent of `lab bundle`; a receiver on this host
+/// (reached from the guest as 10.0.2.2) holds its queue and its netconsole
+/// sink; QEMU's monitor socket is the lab's power command.
+struct LabMachine {
+    dir: tempfile::TempDir,
+    db: std::path::PathBuf,
+    receiver: Option<Receiver>,
+    qemu: Option<std::process::Child>,
+    serial: std::path::PathBuf,
+    monitor: std::path::PathBuf,
+}
+
+impl LabMachine {
+    /// A receiver and a machine `box1` (token [`BOX1`]) with its bundle,
+    /// not yet powered on.
+    fn new() -> LabMachine {
+        support::require_x86_64_boot();
+        let dir = support::scratch();
+        let db = dir.path().join("lab.db");
+        let mut store = Store::open(&db).unwrap();
+        store.add_machine("box1", &tokens::digest(BOX1), &spec()).unwrap();
+        let r = receiver(&db);
+        let token_file = dir.path().join("box1.token");
+        std::fs::write(&token_file, format!("{BOX1}\n")).unwrap();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut std::fs::metadata(&token_file).unwrap().permissions(), 0o600);
+        std::fs::set_permissions(&token_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        let bundle = dir.path().join("bundle");
+        let url = format!("http://10.0.2.2:{}", r.addr().port());
+        support::run_bootbench(
+            [
+                "lab",
+                "bundle",
+                "--machine",
+                "box1",
+                "--lab",
+                &url,
+                "--token-file",
+                token_file.to_str().unwrap(),
+                "--console",
+                "ttyS0",
+                "-o",
+                bundle.to_str().unwrap(),
+            ],
+            Duration::from_secs(600),
+        )
+        .assert_success();
+        let serial = dir.path().join("serial.log");
+        let monitor = dir.path().join("monitor.sock");
+        LabMachine { db, receiver: Some(r), qemu: None, serial, monitor, dir }
+    }
+
+    fn bundle(&self, file: &str) -> std::path::PathBuf {
+        self.dir.path().join("bundle").join(file)
+    }
+
+    /// Powers the machine on: QEMU without -no-reboot, a virtio NIC on
+    /// user networking, an i6300esb watchdog, the serial console in a file.
+    fn power_on(&mut self) {
+        let cmdline = std::fs::read_to_string(self.bundle("cmdline")).unwrap();
+        let child = std::process::Command::new("qemu-system-x86_64")
+            .args(["-accel", "tcg", "-m", "1024", "-smp", "1", "-display", "none", "-nodefaults"])
+            .arg("-kernel")
+            .arg(self.bundle("vmlinuz"))
+            .arg("-initrd")
+            .arg(self.bundle("initramfs.cpio"))
+            .args(["-append", cmdline.trim()])
+            .args(["-nic", "user,model=virtio-net-pci", "-device", "i6300esb", "-action", "watchdog=reset"])
+            .arg("-serial")
+            .arg(format!("file:{}", self.serial.display()))
+            .arg("-monitor")
+            .arg(format!("unix:{},server,nowait", self.monitor.display()))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("cannot start QEMU");
+        self.qemu = Some(child);
+    }
+
+    /// The lab's power command: a reset through QEMU's monitor.
+    fn power_cycle_cmd(&self) -> String {
+        format!(
+            "python3 -c \"import socket,time; s=socket.socket(socket.AF_UNIX); s.connect('{}'); time.sleep(0.5); s.sendall(b'system_reset\\n'); time.sleep(0.5)\"",
+            self.monitor.display()
+        )
+    }
+
+    /// The serial console, as a lab's console command reads it.
+    fn console_cmd(&self) -> String {
+        format!("tail -c 0 -F {}", self.serial.display())
+    }
+
+    fn serial_text(&self) -> String {
+        String::from_utf8_lossy(&std::fs::read(&self.serial).unwrap_or_default()).into_owned()
+    }
+
+    fn store(&self) -> Store {
+        Store::open(&self.db).unwrap()
+    }
+
+    /// Waits until the agent has said hello `n` times in all (on the serial
+    /// console), within `limit`.
+    fn wait_for_hellos(&self, n: usize, limit: Duration) -> bool {
+        let marker =
+            format!("{} EVENT {}", loads::console_protocol::MARKER, loads::console_protocol::EVENT_AGENT_HELLO);
+        support::wait_until(limit, || self.serial_text().matches(&marker).count() >= n)
+    }
+
+    /// `bootbench run --target lab:box1` with `extra` arguments.
+    fn run(&self, out: &Path, extra: &[&str]) -> support::CliRun {
+        let mut args: Vec<String> = ["run", "--target", "lab:box1", "--lab-db", self.db.to_str().unwrap()]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        args.extend(["--power-cycle".into(), self.power_cycle_cmd(), "--console-cmd".into(), self.console_cmd()]);
+        args.extend(["-o".into(), out.display().to_string()]);
+        args.extend(extra.iter().map(|s| s.to_string()));
+        support::run_bootbench(args, support::BOOT_DEADLINE)
+    }
+}
+
+impl Drop for LabMachine {
+    fn drop(&mut self) {
+        if let Some(mut q) = self.qemu.take() {
+            let _ = q.kill();
+            let _ = q.wait();
+        }
+        if let Some(r) = self.receiver.take() {
+            let _ = r.stop();
+        }
+    }
+}
+
+/// Case 1: a good candidate is kexec'd by the agent, runs the suite,
+/// uploads a complete result and reboots; the machine comes back to its
+/// agent, the queue is empty, and the record is a QEMU boot's envelope
+/// with the lab job (kexec, the agent's kernel) in place of QEMU's argv.
+#[test]
+fn a_lab_machine_boots_a_good_candidate_by_kexec_and_comes_back_to_its_agent() {
+    let _lock = support::boot_lock();
+    let mut m = LabMachine::new();
+    let t0 = Instant::now();
+    m.power_on();
+    assert!(m.wait_for_hellos(1, Duration::from_secs(240)), "the agent never said hello:\n{}", m.serial_text());
+    let to_hello = t0.elapsed();
+    let out = m.dir.path().join("lab.json");
+    let t1 = Instant::now();
+    let run = m.run(
+        &out,
+        &[
+            "--workloads",
+            "fork",
+            "--iterations",
+            "1",
+            "--warmup",
+            "0",
+            "--timeout-boot",
+            "240",
+            "--timeout-total",
+            "600",
+        ],
+    );
+    let wall = t1.elapsed();
+    run.assert_success();
+    let boot = support::only_boot(&out, &run);
+    eprintln!(
+        "lab machine: power-on to the agent's hello {:.1} s; job wall {:.1} s (kexec to the machine back: {:.1} s)",
+        to_hello.as_secs_f64(),
+        wall.as_secs_f64(),
+        boot.boot.wall_s
+    );
+    assert_eq!(boot.boot.classification, "ok", "{:?}\n{}", boot.boot.detail, m.serial_text());
+    assert_eq!(boot.boot.late_failure, None);
+    let lab = boot.lab.as_ref().expect("the lab job is recorded");
+    assert_eq!((lab.system.as_str(), lab.boot_method.as_deref()), ("bootbench-lab", Some("kexec")));
+    assert_eq!(lab.device.as_deref(), Some("box1"));
+    assert!(lab.agent_kernel.as_deref().is_some_and(|k| k.starts_with("6.1")), "{lab:?}");
+    let doc = boot.result.as_ref().expect("the uploaded document");
+    assert_eq!(doc.status, loads::schema::Status::Complete, "{:?}", doc.errors);
+    assert!(doc.workloads.iter().any(|w| w.name == "fork" && w.error.is_none() && !w.iterations.is_empty()));
+    assert!(doc.provenance.kernel.cmdline.contains("bootbench.lab_job="), "{}", doc.provenance.kernel.cmdline);
+    assert!(!doc.provenance.kernel.cmdline.contains(JOB), "the job's token never travels on the cmdline");
+    assert_eq!(boot.qemu.argv, Vec::<String>::new(), "no QEMU argv for a lab boot");
+    // The machine is back at its agent: a second hello after the job.
+    let store = m.store();
+    let job = store.lab_jobs(Some("box1"), 10).unwrap();
+    assert_eq!(job.len(), 1);
+    assert_eq!(job[0].state, "done");
+    assert!(job[0].returned_at.is_some(), "the agent said hello again after the job");
+    assert!(m.wait_for_hellos(2, Duration::from_secs(5)));
+    assert!(store.lab_jobs(Some("box1"), 10).unwrap().iter().all(|j| j.state != "queued"), "the queue is empty");
+    // The job's console: the serial console the lab command read, with the
+    // candidate's own protocol lines, and what netconsole carried.
+    assert!(boot.console_log.contains("EVENT hello"), "{}", boot.console_log);
+}
