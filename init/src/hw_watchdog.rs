@@ -206,6 +206,13 @@ pub fn arm(timeout_s: u64) -> Result<Armed, WatchdogError> {
     Ok(Armed { device, identity, timeout_s: u64::try_from(timeout).unwrap_or(timeout_s) })
 }
 
+/// Whether a watchdog timeout of `timeout_s` outlasts two `alive` ticks
+/// of `alive_s` (PID 1 pets it at each): one late tick must not reset a
+/// healthy machine. A driver may round the timeout asked for down.
+pub fn outlasts_two_ticks(timeout_s: u64, alive_s: u64) -> bool {
+    timeout_s > alive_s.saturating_mul(2)
+}
+
 /// Pets the armed watchdog, if there is one (a no-op otherwise).
 pub fn pet() {
     let fd = ARMED_FD.load(Ordering::SeqCst);
@@ -255,6 +262,13 @@ mod tests {
         assert_eq!(a.event_text(), "armed device=/dev/watchdog0 identity=i6300ESB_timer timeout_s=300");
         let a = Armed { identity: String::new(), ..a };
         assert!(a.event_text().contains("identity=- "), "{}", a.event_text());
+    }
+
+    #[test]
+    fn a_timeout_the_driver_rounded_down_to_two_ticks_is_refused() {
+        assert!(outlasts_two_ticks(121, 60));
+        assert!(!outlasts_two_ticks(120, 60), "one late tick would reset the machine");
+        assert!(!outlasts_two_ticks(30, u64::MAX));
     }
 
     #[test]

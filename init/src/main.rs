@@ -211,7 +211,7 @@ fn lab_set_up(
         match hw_watchdog::arm(timeout_s) {
             // A driver may round the timeout down below what two alive
             // intervals need: it would reset a healthy machine.
-            Ok(armed) if armed.timeout_s <= 2 * alive_s => {
+            Ok(armed) if !hw_watchdog::outlasts_two_ticks(armed.timeout_s, alive_s) => {
                 let _ = hw_watchdog::disarm();
                 let msg = format!(
                     "{} took a timeout of {} s for the {timeout_s} s asked, not more than twice the alive interval ({alive_s} s): disarmed",
