@@ -93,7 +93,11 @@ fn wait_bounded(sfd: Option<&SignalFd>, name: &'static str, child: Pid, limit: D
             let _ = kill(child, Signal::SIGKILL);
             return StepEnd::TimedOut { step: name, limit, pid: child.as_raw() };
         }
-        signals::wait_for_signal(sfd, remaining);
+        // PID 1 waits here for a bounded step: an armed hardware watchdog
+        // is petted every second meanwhile.
+        let slice = if crate::hw_watchdog::armed() { remaining.min(Duration::from_secs(1)) } else { remaining };
+        crate::hw_watchdog::pet();
+        signals::wait_for_signal(sfd, slice);
     }
 }
 

@@ -10,7 +10,7 @@
 
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -37,6 +37,7 @@ nix::ioctl_read!(wdioc_getsupport, b'W', 0, WatchdogInfo);
 nix::ioctl_read!(wdioc_getbootstatus, b'W', 2, libc::c_int);
 nix::ioctl_read!(wdioc_setoptions, b'W', 4, libc::c_int);
 nix::ioctl_read!(wdioc_keepalive, b'W', 5, libc::c_int);
+nix::ioctl_readwrite!(wdioc_settimeout, b'W', 6, libc::c_int);
 
 /// Errors with the watchdog device.
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +80,26 @@ pub struct BootStatus {
     pub reset: bool,
     /// Its identity string (the driver's).
     pub identity: String,
+}
+
+/// A watchdog armed by [`arm`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Armed {
+    /// The device node.
+    pub device: String,
+    /// Its identity string.
+    pub identity: String,
+    /// The timeout the driver took (it may round what was asked).
+    pub timeout_s: u64,
+}
+
+impl Armed {
+    /// The `hw-watchdog` event's text: `armed device=PATH identity=TEXT
+    /// timeout_s=N`, the identity's spaces as `_` (`-` when it has none).
+    pub fn event_text(&self) -> String {
+        let identity = if self.identity.is_empty() { "-".to_string() } else { self.identity.replace(' ', "_") };
+        format!("armed device={} identity={identity} timeout_s={}", self.device, self.timeout_s)
+    }
 }
 
 /// The armed device's fd, or -1.
@@ -163,6 +184,35 @@ fn boot_status_in(class: &Path) -> Option<BootStatus> {
     })
 }
 
+/// Opens the watchdog, sets `timeout_s` and pets it once; from then on
+/// [`pet`] keeps it from resetting the machine and [`disarm`] stops it. On
+/// any failure the device is disarmed again.
+pub fn arm(timeout_s: u64) -> Result<Armed, WatchdogError> {
+    let (fd, device) = open_device()?;
+    let identity = identity(&fd);
+    let mut timeout = libc::c_int::try_from(timeout_s).unwrap_or(libc::c_int::MAX);
+    // SAFETY: WDIOC_SETTIMEOUT reads and writes back an int, `timeout`.
+    if let Err(e) = unsafe { wdioc_settimeout(fd.as_raw_fd(), &mut timeout) } {
+        let _ = disarm_fd(fd, &device);
+        return Err(ioctl_err("WDIOC_SETTIMEOUT", &device)(e));
+    }
+    let raw = fd.into_raw_fd();
+    let old = ARMED_FD.swap(raw, Ordering::SeqCst);
+    if old >= 0 {
+        // SAFETY: a slot's fd is owned by the slot; it was just taken out.
+        let _ = disarm_fd(unsafe { OwnedFd::from_raw_fd(old) }, &device);
+    }
+    pet();
+    Ok(Armed { device, identity, timeout_s: u64::try_from(timeout).unwrap_or(timeout_s) })
+}
+
+/// Whether a watchdog timeout of `timeout_s` outlasts two `alive` ticks
+/// of `alive_s` (PID 1 pets it at each): one late tick must not reset a
+/// healthy machine. A driver may round the timeout asked for down.
+pub fn outlasts_two_ticks(timeout_s: u64, alive_s: u64) -> bool {
+    timeout_s > alive_s.saturating_mul(2)
+}
+
 /// Pets the armed watchdog, if there is one (a no-op otherwise).
 pub fn pet() {
     let fd = ARMED_FD.load(Ordering::SeqCst);
@@ -172,6 +222,11 @@ pub fn pet() {
         // slot's open watchdog fd.
         let _ = unsafe { wdioc_keepalive(fd, &mut dummy) };
     }
+}
+
+/// Whether a watchdog is armed.
+pub fn armed() -> bool {
+    ARMED_FD.load(Ordering::SeqCst) >= 0
 }
 
 /// Disarms the armed watchdog, if there is one.
@@ -199,6 +254,21 @@ mod tests {
         std::fs::write(w.join("bootstatus"), "0\n").unwrap();
         assert_eq!(boot_status_in(dir.path()).map(|s| s.reset), Some(false));
         assert_eq!(boot_status_in(&dir.path().join("none")), None);
+    }
+
+    #[test]
+    fn the_armed_event_is_one_word_per_value() {
+        let a = Armed { device: "/dev/watchdog0".into(), identity: "i6300ESB timer".into(), timeout_s: 300 };
+        assert_eq!(a.event_text(), "armed device=/dev/watchdog0 identity=i6300ESB_timer timeout_s=300");
+        let a = Armed { identity: String::new(), ..a };
+        assert!(a.event_text().contains("identity=- "), "{}", a.event_text());
+    }
+
+    #[test]
+    fn a_timeout_the_driver_rounded_down_to_two_ticks_is_refused() {
+        assert!(outlasts_two_ticks(121, 60));
+        assert!(!outlasts_two_ticks(120, 60), "one late tick would reset the machine");
+        assert!(!outlasts_two_ticks(30, u64::MAX));
     }
 
     #[test]

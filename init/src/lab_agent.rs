@@ -402,7 +402,8 @@ pub fn run(cmdline: &CmdlineConfig, secrets: Secrets, load_modules: bool, sfd: O
     if load_modules {
         // The NIC's driver is in the late list, the watchdogs' in the lab one.
         for list in [module_loader::EARLY_MODULES_LIST, module_loader::MODULES_LIST, module_loader::LAB_MODULES_LIST] {
-            let (_, errors) = module_loader::load_listed(list);
+            // netconsole only ever loads with a candidate's target.
+            let (_, errors) = module_loader::load_listed_except(list, &["netconsole"]);
             for e in errors {
                 say(&format!("agent: module load: {}", error_chain(&e)));
             }

@@ -42,6 +42,15 @@ impl LateSteps {
         LateSteps { load_modules, port: cmdline.port.clone(), upload: result_upload::plan(cmdline, secrets) }
     }
 
+    /// The network is up already (netconsole brought it up before the
+    /// workloads): the upload finds it as it is instead of configuring it
+    /// again.
+    pub fn network_configured(&mut self, net: crate::network::NetRequest) {
+        if let Some(plan) = &mut self.upload {
+            plan.net = net;
+        }
+    }
+
     /// The bound on the network and upload step (zero without an upload).
     pub fn upload_limit(&self) -> Duration {
         self.upload.as_ref().map(UploadPlan::limit).unwrap_or_default()

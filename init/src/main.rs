@@ -21,6 +21,7 @@ mod lab_agent;
 mod late_steps;
 mod lava_monitor;
 mod module_loader;
+mod netconsole;
 mod network;
 mod panic_hook;
 mod power_off;
@@ -99,7 +100,7 @@ fn main() {
     if cmdline_keys.role() == loads::suite::Role::Agent {
         lab_agent::run(&cmdline_keys, secrets, load_modules, sfd.as_ref());
     }
-    let late = late_steps::LateSteps::new(&cmdline_keys, load_modules, secrets);
+    let mut late = late_steps::LateSteps::new(&cmdline_keys, load_modules, secrets);
     let faults = test_faults::Faults::new(&cmdline_keys.test_faults);
     let config = cmdline.and_then(|c| config::load(&c));
 
@@ -134,6 +135,9 @@ fn main() {
         push_error(&mut doc, "storage", msg);
     }
     doc.provenance.storage = storage;
+    if config.is_ok() {
+        lab_set_up(&mut doc, &cmdline_keys, load_modules, sfd.as_ref(), &mut late);
+    }
 
     match (&config, &sfd) {
         (Err(e), _) => {
@@ -166,6 +170,71 @@ fn main() {
     lava.finish(&doc);
     console_line(&console_protocol::event(EVENT_POWEROFF, &format!("status={:?}", doc.status).to_lowercase()));
     power_off::power_off(sfd.as_ref())
+}
+
+/// What a lab boot asks for before the workloads: netconsole
+/// (`bootbench.netconsole`), then the hardware watchdog
+/// (`bootbench.hw_watchdog`). A failure of either is an error in the
+/// document, and the run goes on.
+fn lab_set_up(
+    doc: &mut RunDocument,
+    cmdline: &loads::suite::CmdlineConfig,
+    load_modules: bool,
+    sfd: Option<&nix::sys::signalfd::SignalFd>,
+    late: &mut late_steps::LateSteps,
+) {
+    use loads::console_protocol::{EVENT_HW_WATCHDOG, EVENT_NETCONSOLE};
+    if let Some(target) = cmdline.netconsole {
+        match netconsole::start(sfd, target, &result_upload::net_request(cmdline), load_modules) {
+            Ok(configured) => {
+                console_line(&console_protocol::event(
+                    EVENT_NETCONSOLE,
+                    &format!("target={target} iface={}", configured.iface),
+                ));
+                late.network_configured(configured.as_request());
+            }
+            Err(e) => {
+                console_line(&console_protocol::event(EVENT_NETCONSOLE, &format!("failed error={e}")));
+                push_error(doc, "netconsole", format!("netconsole to {target}: {e}"));
+            }
+        }
+    }
+    if let Some(timeout_s) = cmdline.hw_watchdog() {
+        if load_modules {
+            // netconsole loads only with its target, above.
+            let (_, errors) = module_loader::load_listed_except(module_loader::LAB_MODULES_LIST, &["netconsole"]);
+            for e in errors {
+                say(&format!("hw watchdog: module load: {}", error_chain(&e)));
+            }
+        }
+        let alive_s = cmdline.alive_s.unwrap_or(console_protocol::ALIVE_INTERVAL_S);
+        match hw_watchdog::arm(timeout_s) {
+            // A driver may round the timeout down below what two alive
+            // intervals need: it would reset a healthy machine.
+            Ok(armed) if !hw_watchdog::outlasts_two_ticks(armed.timeout_s, alive_s) => {
+                let _ = hw_watchdog::disarm();
+                let msg = format!(
+                    "{} took a timeout of {} s for the {timeout_s} s asked, not more than twice the alive interval ({alive_s} s): disarmed",
+                    armed.device, armed.timeout_s
+                );
+                console_line(&console_protocol::event(EVENT_HW_WATCHDOG, &format!("failed error={msg}")));
+                push_error(doc, "hw-watchdog", msg);
+            }
+            Ok(armed) => {
+                console_line(&console_protocol::event(EVENT_HW_WATCHDOG, &armed.event_text()));
+                doc.provenance.hw_watchdog = Some(loads::schema::HwWatchdogInfo {
+                    device: armed.device,
+                    identity: armed.identity,
+                    timeout_s: armed.timeout_s,
+                });
+            }
+            Err(e) => {
+                let msg = error_chain(&e);
+                console_line(&console_protocol::event(EVENT_HW_WATCHDOG, &format!("failed error={msg}")));
+                push_error(doc, "hw-watchdog", format!("{}={timeout_s}: {msg}", loads::lab_protocol::HW_WATCHDOG_KEY));
+            }
+        }
+    }
 }
 
 /// The document as JSON; if that fails, a smaller document that says why
@@ -223,6 +292,8 @@ fn run_suite(
     let alive = Duration::from_secs(alive_s);
     let mut stopped: Option<String> = None;
     for (index, spec) in suite.workloads.iter().enumerate() {
+        // Between workloads PID 1 is making progress.
+        hw_watchdog::pet();
         if let Some(reason) = &stopped {
             let result = not_run(spec, reason);
             lava.workload(&result, index + 1, names());

@@ -47,31 +47,86 @@ pub enum ModuleError {
     },
 }
 
+/// The module files `list_path` names, as absolute paths (a missing list
+/// names none).
+fn listed(list_path: &'static str) -> Result<Vec<String>, ModuleError> {
+    let list = match fs::read_to_string(list_path) {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(ModuleError::ReadList { list: list_path, source }),
+    };
+    Ok(list
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|rel| format!("/{}", rel.trim_start_matches('/')))
+        .collect())
+}
+
+/// The module name of a module file: its file name up to `.ko`, with `-`
+/// as `_` (as the kernel names modules).
+pub fn module_name(path: &str) -> String {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    file.split(".ko").next().unwrap_or(file).replace('-', "_")
+}
+
 /// Loads every module of `list_path` (a missing list means none); a
 /// module already present (EEXIST) is fine. Returns how many were loaded
 /// and the errors (loading goes on after one).
 pub fn load_listed(list_path: &'static str) -> (usize, Vec<ModuleError>) {
-    let list = match fs::read_to_string(list_path) {
-        Ok(l) => l,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (0, Vec::new()),
-        Err(source) => return (0, vec![ModuleError::ReadList { list: list_path, source }]),
+    load_listed_except(list_path, &[])
+}
+
+/// [`load_listed`], leaving out the modules named in `except` (loaded
+/// elsewhere with parameters, or not at all).
+pub fn load_listed_except(list_path: &'static str, except: &[&str]) -> (usize, Vec<ModuleError>) {
+    let paths = match listed(list_path) {
+        Ok(p) => p,
+        Err(e) => return (0, vec![e]),
     };
     let mut loaded = 0;
     let mut errors = Vec::new();
-    for rel in list.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
-        let path = format!("/{}", rel.trim_start_matches('/'));
-        let file = match fs::File::open(&path) {
-            Ok(f) => f,
-            Err(source) => {
-                errors.push(ModuleError::Open { path, source });
-                continue;
-            }
-        };
-        match finit_module(&file, c"", ModuleInitFlags::empty()) {
-            Ok(()) => loaded += 1,
-            Err(nix::Error::EEXIST) => {}
-            Err(source) => errors.push(ModuleError::Load { path, source }),
+    for path in paths.into_iter().filter(|p| !except.contains(&module_name(p).as_str())) {
+        match load_file(&path, c"") {
+            Ok(true) => loaded += 1,
+            Ok(false) => {}
+            Err(e) => errors.push(e),
         }
     }
     (loaded, errors)
+}
+
+/// Loads the modules `list_path` names before module `name` (its
+/// dependencies, as `bootbench image` orders a closure), and returns the
+/// file of `name`, if the list has it.
+pub fn load_dependencies_of(list_path: &'static str, name: &str) -> Result<Option<String>, ModuleError> {
+    let paths = listed(list_path)?;
+    let Some(at) = paths.iter().position(|p| module_name(p) == name) else { return Ok(None) };
+    for dep in paths.iter().take(at) {
+        load_file(dep, c"")?;
+    }
+    Ok(paths.get(at).cloned())
+}
+
+/// Loads one module file with `params`; `Ok(false)` when it was loaded
+/// already (EEXIST: the parameters were not applied).
+pub fn load_file(path: &str, params: &std::ffi::CStr) -> Result<bool, ModuleError> {
+    let file = fs::File::open(path).map_err(|source| ModuleError::Open { path: path.to_string(), source })?;
+    match finit_module(&file, params, ModuleInitFlags::empty()) {
+        Ok(()) => Ok(true),
+        Err(nix::Error::EEXIST) => Ok(false),
+        Err(source) => Err(ModuleError::Load { path: path.to_string(), source }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_names_come_from_the_file_name() {
+        assert_eq!(module_name("/lib/modules/6.1/kernel/drivers/net/netconsole.ko"), "netconsole");
+        assert_eq!(module_name("/lib/modules/6.1/kernel/drivers/watchdog/iTCO_wdt.ko.xz"), "iTCO_wdt");
+        assert_eq!(module_name("x/crc32c-generic.ko.zst"), "crc32c_generic");
+    }
 }

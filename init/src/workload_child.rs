@@ -195,6 +195,8 @@ pub fn run(
         if now >= next_alive {
             let text = format!("workload={workload} elapsed_s={}", t0.elapsed().as_secs());
             console_line(&console_protocol::event(EVENT_ALIVE, &text));
+            // PID 1 is making progress: the hardware watchdog may wait.
+            crate::hw_watchdog::pet();
             next_alive = now + alive_every;
         }
         let wait = remaining.min(next_alive.saturating_duration_since(now));

@@ -152,6 +152,23 @@ pub struct Provenance {
     /// The scratch disk and swap the init set up, when the run had them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<StorageInfo>,
+    /// The hardware watchdog the init armed (`bootbench.hw_watchdog`),
+    /// when it armed one: a run it guarded may end in a reset instead of a
+    /// hang.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hw_watchdog: Option<HwWatchdogInfo>,
+}
+
+/// A hardware watchdog armed for the run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HwWatchdogInfo {
+    /// The device node, e.g. `/dev/watchdog0`.
+    pub device: String,
+    /// The driver's identity string, e.g. `i6300ESB timer`.
+    #[serde(default)]
+    pub identity: String,
+    /// The timeout the driver took, in seconds.
+    pub timeout_s: u64,
 }
 
 /// The block storage a run used (contest's loads live there): what the
@@ -439,6 +456,20 @@ mod tests {
         assert_eq!(doc.derive_status(), Status::Complete);
         doc.errors.push(RunError { location: "x".into(), message: "y".into() });
         assert_eq!(doc.derive_status(), Status::Partial);
+    }
+
+    #[test]
+    fn an_armed_hardware_watchdog_is_recorded_and_older_documents_still_read() {
+        let mut p = Provenance::default();
+        let plain = serde_json::to_value(&p).unwrap();
+        assert!(plain.get("hw_watchdog").is_none(), "nothing written when none was armed: {plain}");
+        let back: Provenance = serde_json::from_value(plain).unwrap();
+        assert_eq!(back.hw_watchdog, None, "a document from before the field reads as none armed");
+        p.hw_watchdog =
+            Some(HwWatchdogInfo { device: "/dev/watchdog0".into(), identity: "i6300ESB timer".into(), timeout_s: 300 });
+        let j = serde_json::to_value(&p).unwrap();
+        assert_eq!(j["hw_watchdog"]["timeout_s"], 300);
+        assert_eq!(serde_json::from_value::<Provenance>(j).unwrap(), p);
     }
 
     #[test]

@@ -21,6 +21,15 @@ pub const MODULES_LIST: &str = "etc/bootbench/modules.load";
 /// Where the init finds the early module list, loaded before the workloads
 /// (must match the init's `EARLY_MODULES_LIST`).
 pub const EARLY_MODULES_LIST: &str = "etc/bootbench/modules-early.load";
+/// Where the init finds the lab list: modules packed whenever the kernel
+/// has them, loaded only when the cmdline asks (must match the init's
+/// `LAB_MODULES_LIST`).
+pub const LAB_MODULES_LIST: &str = "etc/bootbench/modules-lab.load";
+/// The lab list's modules: netconsole (`bootbench.netconsole`) and the
+/// hardware watchdogs' drivers (`bootbench.hw_watchdog`, and the lab
+/// agent's boot status): QEMU's i6300esb and Intel's TCO. A kernel that
+/// lacks one, or builds it in, just has it missing from the list.
+pub const LAB_MODULES: &[&str] = &["netconsole", "i6300esb", "iTCO_wdt"];
 /// Modules a Debian kernel needs for the virtio-serial results port.
 pub const RESULT_PORT_MODULES: &[&str] = &["virtio_console", "virtio_pci"];
 
@@ -89,6 +98,9 @@ pub struct BuiltImage {
     pub modules: Vec<String>,
     /// Modules packed for before the workloads, in load order.
     pub early_modules: Vec<String>,
+    /// Modules of the lab list ([`LAB_MODULES`] with their dependencies),
+    /// in load order.
+    pub lab_modules: Vec<String>,
     /// Host files packed for the workloads (loadfiles): path and sha256.
     pub files: Vec<(String, String)>,
 }
@@ -173,12 +185,15 @@ fn read_image_file(file: &ImageFile) -> Result<(String, Vec<u8>, String), ImageF
 }
 
 /// Packs `names` with their dependencies, except those in `skip`, and
-/// writes their load list at `list_path`; returns the names packed.
+/// writes their load list at `list_path`; returns the names packed. Those
+/// in `in_archive` are listed but not added again (another list packed
+/// them).
 fn pack_modules(
     img: &mut Initramfs,
     tree: &ModuleTree,
     names: &[String],
     skip: &[String],
+    in_archive: &[String],
     list_path: &str,
 ) -> anyhow::Result<Vec<String>> {
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -190,7 +205,9 @@ fn pack_modules(
         }
         let rel = Path::new("lib/modules").join(tree.release()).join(&m.rel);
         let rel = rel.to_str().with_context(|| format!("module path {} is not UTF-8", m.path.display()))?;
-        img.add_file_from(rel, 0o644, &m.path)?;
+        if !in_archive.contains(&m.name) {
+            img.add_file_from(rel, 0o644, &m.path)?;
+        }
         list.push_str(rel);
         list.push('\n');
         packed.push(m.name);
@@ -237,20 +254,32 @@ fn build_quietly(spec: &ImageSpec, output: &Path) -> anyhow::Result<BuiltImage> 
     }
     let mut packed = Vec::new();
     let mut packed_early = Vec::new();
-    if !spec.modules.is_empty() || !spec.early_modules.is_empty() {
-        let dir = spec.modules_dir.as_ref().with_context(|| {
-            format!(
-                "modules {:?} were asked for, but no kernel modules tree is known (give --modules-dir)",
-                [spec.early_modules.as_slice(), spec.modules.as_slice()].concat()
-            )
-        })?;
-        let tree = ModuleTree::open(dir)?;
+    let mut packed_lab = Vec::new();
+    let asked = !spec.modules.is_empty() || !spec.early_modules.is_empty();
+    let tree = match &spec.modules_dir {
+        Some(dir) if asked => Some(ModuleTree::open(dir)?),
+        // Only the lab list would come from it: a tree that does not open
+        // just leaves the list out.
+        Some(dir) => ModuleTree::open(dir).ok(),
+        None if asked => anyhow::bail!(
+            "modules {:?} were asked for, but no kernel modules tree is known (give --modules-dir)",
+            [spec.early_modules.as_slice(), spec.modules.as_slice()].concat()
+        ),
+        None => None,
+    };
+    if let Some(tree) = &tree {
         if !spec.early_modules.is_empty() {
-            packed_early = pack_modules(&mut img, &tree, &spec.early_modules, &[], EARLY_MODULES_LIST)?;
+            packed_early = pack_modules(&mut img, tree, &spec.early_modules, &[], &[], EARLY_MODULES_LIST)?;
         }
         if !spec.modules.is_empty() {
             // The early list runs first: what it loaded is there already.
-            packed = pack_modules(&mut img, &tree, &spec.modules, &packed_early, MODULES_LIST)?;
+            packed = pack_modules(&mut img, tree, &spec.modules, &packed_early, &[], MODULES_LIST)?;
+        }
+        let lab = lab_modules_in(tree);
+        if !lab.is_empty() {
+            // Loaded without the late list (a watchdog before the
+            // workloads): what the late list packed is listed again.
+            packed_lab = pack_modules(&mut img, tree, &lab, &packed_early, &packed, LAB_MODULES_LIST)?;
         }
     }
     let bytes = img.write_file(output, spec.compression)?;
@@ -263,8 +292,14 @@ fn build_quietly(spec: &ImageSpec, output: &Path) -> anyhow::Result<BuiltImage> 
         init_bytes,
         modules: packed,
         early_modules: packed_early,
+        lab_modules: packed_lab,
         files,
     })
+}
+
+/// The [`LAB_MODULES`] that `tree` has as modules (with every dependency).
+fn lab_modules_in(tree: &ModuleTree) -> Vec<String> {
+    LAB_MODULES.iter().filter(|m| !tree.is_builtin(m) && tree.resolve(&[m]).is_ok()).map(|m| m.to_string()).collect()
 }
 
 /// The modules tree an image is packed from: the one given, none when no
@@ -308,6 +343,48 @@ mod tests {
         assert!(!config_unpacks(Some(gzip_only), Compression::Zstd));
         assert!(!config_unpacks(Some(neither), Compression::Gzip));
         assert!(config_unpacks(Some(neither), Compression::None), "a plain archive needs no decompressor");
+    }
+
+    #[test]
+    fn the_lab_list_has_the_lab_modules_the_kernel_has_and_shares_files_with_the_late_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("6.1.0-test");
+        for m in ["drivers/net/netconsole.ko", "drivers/net/virtio_net.ko", "drivers/net/net_failover.ko"] {
+            let p = root.join("kernel").join(m);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, m).unwrap();
+        }
+        // netconsole needs net_failover here (a made-up dependency, shared
+        // with the late list's virtio_net); i6300esb is built in, iTCO_wdt
+        // missing.
+        std::fs::write(
+            root.join("modules.dep"),
+            "kernel/drivers/net/netconsole.ko: kernel/drivers/net/net_failover.ko
+             kernel/drivers/net/virtio_net.ko: kernel/drivers/net/net_failover.ko
+             kernel/drivers/net/net_failover.ko:
+",
+        )
+        .unwrap();
+        std::fs::write(
+            root.join("modules.builtin"),
+            "kernel/drivers/watchdog/i6300esb.ko
+",
+        )
+        .unwrap();
+        let tree = ModuleTree::open(&root).unwrap();
+        assert_eq!(lab_modules_in(&tree), ["netconsole"]);
+        let mut img = Initramfs::new();
+        let late = pack_modules(&mut img, &tree, &["virtio_net".into()], &[], &[], MODULES_LIST).unwrap();
+        assert_eq!(late, ["net_failover", "virtio_net"]);
+        let lab = pack_modules(&mut img, &tree, &lab_modules_in(&tree), &[], &late, LAB_MODULES_LIST).unwrap();
+        assert_eq!(lab, ["net_failover", "netconsole"], "the lab list loads its dependencies itself");
+        let out = dir.path().join("img.cpio");
+        img.write_file(&out, Compression::None).unwrap();
+        let data = std::fs::read(&out).unwrap();
+        let count = |needle: &str| data.windows(needle.len()).filter(|w| *w == needle.as_bytes()).count();
+        assert_eq!(count("kernel/drivers/net/netconsole.ko\0"), 1);
+        let list = "lib/modules/6.1.0-test/kernel/drivers/net/net_failover.ko\nlib/modules/6.1.0-test/kernel/drivers/net/netconsole.ko\n";
+        assert_eq!(count(list), 1, "the lab list, in load order");
     }
 
     #[test]

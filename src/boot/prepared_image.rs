@@ -39,6 +39,7 @@ pub(crate) fn prepare_image(
             init_bytes: 0,
             modules: Vec::new(),
             early_modules: Vec::new(),
+            lab_modules: Vec::new(),
             files: Vec::new(),
         };
         return Ok(PreparedImage { built, port: !args.no_port });

@@ -71,6 +71,9 @@ pub fn run(args: &ImageArgs) -> anyhow::Result<ExitCode> {
     if !built.early_modules.is_empty() {
         println!("early    {}", built.early_modules.join(", "));
     }
+    if !built.lab_modules.is_empty() {
+        println!("lab      {} (loaded only when the cmdline asks)", built.lab_modules.join(", "));
+    }
     for (path, sha256) in &built.files {
         println!("file     {path} (sha256 {sha256})");
     }
