@@ -244,6 +244,10 @@ impl LabMachine {
                 token_file.to_str().unwrap(),
                 "--console",
                 "ttyS0",
+                // QEMU user networking's addresses, as a lab with static
+                // addresses gives them.
+                "--append",
+                "bootbench.ip=10.0.2.15/24 bootbench.gw=10.0.2.2 bootbench.dns=10.0.2.3",
                 "-o",
                 bundle.to_str().unwrap(),
             ],
@@ -277,7 +281,7 @@ impl LabMachine {
             .arg(format!("unix:{},server,nowait", self.monitor.display()))
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stderr(std::fs::File::create(self.dir.path().join("qemu.stderr")).unwrap())
             .spawn()
             .expect("cannot start QEMU");
         self.qemu = Some(child);
@@ -298,6 +302,12 @@ impl LabMachine {
 
     fn serial_text(&self) -> String {
         String::from_utf8_lossy(&std::fs::read(&self.serial).unwrap_or_default()).into_owned()
+    }
+
+    /// The serial console and QEMU's stderr, for failure messages.
+    fn transcript(&self) -> String {
+        let stderr = std::fs::read_to_string(self.dir.path().join("qemu.stderr")).unwrap_or_default();
+        format!("--- serial ---\n{}\n--- QEMU stderr ---\n{stderr}", self.serial_text())
     }
 
     fn store(&self) -> Store {
@@ -347,7 +357,7 @@ fn a_lab_machine_boots_a_good_candidate_by_kexec_and_comes_back_to_its_agent() {
     let mut m = LabMachine::new();
     let t0 = Instant::now();
     m.power_on();
-    assert!(m.wait_for_hellos(1, Duration::from_secs(240)), "the agent never said hello:\n{}", m.serial_text());
+    assert!(m.wait_for_hellos(1, Duration::from_secs(240)), "the agent never said hello:\n{}", m.transcript());
     let to_hello = t0.elapsed();
     let out = m.dir.path().join("lab.json");
     let t1 = Instant::now();
@@ -375,7 +385,7 @@ fn a_lab_machine_boots_a_good_candidate_by_kexec_and_comes_back_to_its_agent() {
         wall.as_secs_f64(),
         boot.boot.wall_s
     );
-    assert_eq!(boot.boot.classification, "ok", "{:?}\n{}", boot.boot.detail, m.serial_text());
+    assert_eq!(boot.boot.classification, "ok", "{:?}\n{}", boot.boot.detail, m.transcript());
     assert_eq!(boot.boot.late_failure, None);
     let lab = boot.lab.as_ref().expect("the lab job is recorded");
     assert_eq!((lab.system.as_str(), lab.boot_method.as_deref()), ("bootbench-lab", Some("kexec")));
@@ -398,4 +408,116 @@ fn a_lab_machine_boots_a_good_candidate_by_kexec_and_comes_back_to_its_agent() {
     // The job's console: the serial console the lab command read, with the
     // candidate's own protocol lines, and what netconsole carried.
     assert!(boot.console_log.contains("EVENT hello"), "{}", boot.console_log);
+}
+
+/// Bad input on the host side, before anything is queued: an unknown
+/// machine, no store, a machine that never said hello, another arch.
+#[test]
+fn a_run_for_an_unknown_silent_or_mismatched_machine_is_refused_naming_it() {
+    let dir = support::scratch();
+    let db = dir.path().join("lab.db");
+    let mut store = Store::open(&db).unwrap();
+    store.add_machine("box1", &tokens::digest(BOX1), &spec()).unwrap();
+    let run = |args: &[&str]| support::run_bootbench(args.iter().copied(), Duration::from_secs(120));
+    let r = run(&["run", "--target", "lab:box1"]);
+    assert!(!r.status.success() && r.stderr.contains("--lab-db"), "{}", r.transcript());
+    let r = run(&["run", "--target", "lab:ghost", "--lab-db", db.to_str().unwrap()]);
+    assert!(!r.status.success() && r.stderr.contains("no lab machine named 'ghost'"), "{}", r.transcript());
+    let r = run(&["run", "--target", "lab:box1", "--lab-db", db.to_str().unwrap()]);
+    assert!(!r.status.success() && r.stderr.contains("never said hello"), "{}", r.transcript());
+    let r = run(&["run", "--target", "lab:box1", "--lab-db", db.to_str().unwrap(), "--arch", "i386"]);
+    assert!(!r.status.success() && r.stderr.contains("is x86_64, but this run boots i386"), "{}", r.transcript());
+    let r = run(&["run", "--target", "box1"]);
+    assert!(!r.status.success() && r.stderr.contains("'qemu' or 'lab:NAME'"), "{}", r.transcript());
+    assert!(store.lab_jobs(None, 10).unwrap().is_empty(), "nothing was queued");
+}
+
+/// Cases 2, 3, 4 and a bad job, on one machine that comes back to its
+/// agent after each: a candidate that panics (the panic from netconsole),
+/// one that hangs before its init with `panic=0` (the job's timeout, the
+/// power command through QEMU's monitor), one whose init armed the
+/// i6300esb and then went silent (the watchdog resets the machine, the
+/// agent reports it), and a job whose kernel fails its sha256 (the agent
+/// refuses it and goes on).
+#[test]
+#[ignore = "long tier: run scripts/test --long"]
+fn long_tier_a_lab_machine_survives_panics_hangs_watchdog_resets_and_bad_jobs() {
+    let _lock = support::boot_lock();
+    let mut m = LabMachine::new();
+    m.power_on();
+    assert!(m.wait_for_hellos(1, Duration::from_secs(240)), "the agent never said hello:\n{}", m.transcript());
+    let hellos = |m: &LabMachine| {
+        let marker =
+            format!("{} EVENT {}", loads::console_protocol::MARKER, loads::console_protocol::EVENT_AGENT_HELLO);
+        m.serial_text().matches(&marker).count()
+    };
+    let base = ["--workloads", "fork", "--iterations", "1", "--warmup", "0", "--timeout-boot", "240"];
+    let one = |m: &LabMachine, name: &str, extra: &[&str]| {
+        let out = m.dir.path().join(format!("{name}.json"));
+        let mut args: Vec<&str> = base.to_vec();
+        args.extend_from_slice(extra);
+        let t0 = Instant::now();
+        let run = m.run(&out, &args);
+        eprintln!("lab machine, {name}: {:.1} s, exit {:?}", t0.elapsed().as_secs_f64(), run.code());
+        (support::only_boot(&out, &run), run)
+    };
+
+    // Case 2: a panic, seen through netconsole.
+    let before = hellos(&m);
+    let (boot, run) = one(&m, "panic", &["--timeout-total", "600", "--append", "bootbench.test_fault=kernel-panic"]);
+    assert_eq!(boot.boot.classification, "panic", "{:?}\n{}\n{}", boot.boot.detail, run.transcript(), m.transcript());
+    let netconsole = String::from_utf8_lossy(&m.store().lab_jobs(Some("box1"), 1).unwrap()[0].console).into_owned();
+    assert!(netconsole.contains("Kernel panic - not syncing"), "netconsole has the panic line:\n{netconsole}");
+    eprintln!(
+        "netconsole on a panic ({} bytes), from the panic line:\n{}",
+        netconsole.len(),
+        &netconsole[netconsole.find("Kernel panic").unwrap()..]
+    );
+    assert!(support::wait_until(Duration::from_secs(120), || hellos(&m) > before), "back at the agent");
+
+    // Case 3: a hang before the init (panic=0): the timeout, the power command.
+    let before = hellos(&m);
+    let (boot, run) = one(&m, "hang", &["--timeout-total", "60", "--append", "rdinit=/nonexistent panic=0"]);
+    assert!(
+        ["hang", "boot_failure"].contains(&boot.boot.classification.as_str()),
+        "{:?}\n{}",
+        boot.boot.detail,
+        run.transcript()
+    );
+    let lab = boot.lab.as_ref().unwrap();
+    assert!(lab.error.as_deref().unwrap_or_default().contains("power-cycled"), "{lab:?}");
+    assert!(support::wait_until(Duration::from_secs(120), || hellos(&m) > before), "back at the agent after the reset");
+
+    // Case 4: the init armed the watchdog, then went silent.
+    let before = hellos(&m);
+    let (boot, run) = one(
+        &m,
+        "watchdog",
+        &["--timeout-total", "600", "--append", "bootbench.hw_watchdog=30 bootbench.test_fault=silence"],
+    );
+    assert_eq!(boot.boot.classification, "hang", "{:?}\n{}\n{}", boot.boot.detail, run.transcript(), m.transcript());
+    assert!(boot.boot.detail.as_deref().unwrap_or_default().contains("hang (watchdog)"), "{:?}", boot.boot.detail);
+    assert!(support::wait_until(Duration::from_secs(120), || hellos(&m) > before));
+
+    // A job whose kernel does not match its sha256: refused, and the agent goes on.
+    let waits = |m: &LabMachine| {
+        let marker = format!("{} EVENT {}", loads::console_protocol::MARKER, loads::console_protocol::EVENT_AGENT_WAIT);
+        m.serial_text().matches(&marker).count()
+    };
+    let waited = waits(&m);
+    let mut store = m.store();
+    let k = support::require_x86_64_boot();
+    let data = std::fs::read(k.image()).unwrap();
+    let mut bad = data.clone();
+    bad[1000] ^= 0xff;
+    let good = stash(&store, &data);
+    std::fs::write(store.lab_file(&good.sha256), &bad).unwrap();
+    let init = stash(&store, b"not used");
+    let job = NewJob { machine: "box1".into(), kernel: good, initrd: init, token: tokens::digest(JOB) };
+    let id = store.lab_submit(&job, |_| Ok("console=ttyS0".into())).unwrap();
+    assert!(support::wait_until(Duration::from_secs(120), || store.lab_job(id).unwrap().ended()));
+    let j = store.lab_job(id).unwrap();
+    assert_eq!(j.state, "failed");
+    assert!(j.failure.as_deref().unwrap_or_default().contains("sha256"), "{:?}", j.failure);
+    assert!(support::wait_until(Duration::from_secs(60), || waits(&m) > waited), "the agent asks again and waits");
 }

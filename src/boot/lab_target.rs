@@ -12,6 +12,8 @@ use crate::boot::kernels::{resolve_kernels, run_arch, KernelUnderTest};
 use crate::boot::options::{group_label, parse_variants, RunOptions};
 use crate::boot::prepared_image::{prepare_image, PreparedImage};
 use crate::boot::secrets_segment::{self, GuestSecrets};
+#[cfg(test)]
+use crate::boot::target::{LabTargetArgs, Target};
 use crate::results::{
     BootInfo, BootRecord, ChannelReport, InitramfsRef, KeptWorkloads, KernelRef, LabJob, MachineShape, ResultsFile,
 };
@@ -118,26 +120,10 @@ pub fn run_lab_boots(args: &RunOptions, machine_name: &str) -> anyhow::Result<Re
             initrd: initrd_file,
             token: crate::service::tokens::digest(&job_token),
         };
+        let words = [args.append.as_deref().unwrap_or(""), variant.words.as_str()].join(" ");
+        let capacity = arch.profile().cmdline_capacity;
         let id = store.lab_submit(&new, |id| {
-            let mut words = vec![
-                format!("console={}", machine.spec.console),
-                "panic=-1".to_string(),
-                "quiet".to_string(),
-                format!("bootbench.accel={}", machine.spec.accel),
-                format!("{}={id}", lab_protocol::JOB_KEY),
-                format!("bootbench.upload={}", lab_protocol::job_upload_base(&base_url, id)),
-                format!("{}=reboot", lab_protocol::AFTER_KEY),
-            ];
-            if let Some(n) = &netconsole {
-                words.push(format!("{}={n}", lab_protocol::NETCONSOLE_KEY));
-            }
-            words.extend(args.append.iter().cloned());
-            if !variant.words.is_empty() {
-                words.push(variant.words.clone());
-            }
-            let mut checked = qemu::KernelCmdline::new(arch.profile().cmdline_capacity).map_err(|e| e.to_string())?;
-            checked.extend_raw(&words.join(" ")).map_err(|e| e.to_string())?;
-            Ok(checked.as_str().to_string())
+            candidate_cmdline(&machine, &base_url, id, netconsole.as_deref(), &words, capacity)
         })?;
         log::info!("boot {}/{total}: lab job {id} queued for machine {machine_name}", index + 1);
         let label = group_label(&args.label, variant);
@@ -157,6 +143,40 @@ pub fn run_lab_boots(args: &RunOptions, machine_name: &str) -> anyhow::Result<Re
         }
     }
     Ok(file)
+}
+
+/// A job's candidate cmdline: the machine's console, a reboot at once on
+/// a panic (`panic=-1`, so the machine comes back to its agent; the user's
+/// own `panic=` in `words` replaces it, e.g. `panic=0` to see a hang),
+/// `quiet`, the machine's accel, the job, its upload base, a reboot after
+/// the result, netconsole when the receiver has a sink; then `words`.
+pub fn candidate_cmdline(
+    machine: &Machine,
+    base_url: &str,
+    id: u64,
+    netconsole: Option<&str>,
+    words: &str,
+    capacity: usize,
+) -> Result<String, String> {
+    let user_panic = words.split_whitespace().any(|w| w.starts_with("panic="));
+    let mut all = vec![format!("console={}", machine.spec.console)];
+    if !user_panic {
+        all.push("panic=-1".into());
+    }
+    all.extend([
+        "quiet".to_string(),
+        format!("bootbench.accel={}", machine.spec.accel),
+        format!("{}={id}", lab_protocol::JOB_KEY),
+        format!("bootbench.upload={}", lab_protocol::job_upload_base(base_url, id)),
+        format!("{}=reboot", lab_protocol::AFTER_KEY),
+    ]);
+    if let Some(n) = netconsole {
+        all.push(format!("{}={n}", lab_protocol::NETCONSOLE_KEY));
+    }
+    all.push(words.trim().to_string());
+    let mut checked = qemu::KernelCmdline::new(capacity).map_err(|e| e.to_string())?;
+    checked.extend_raw(all.join(" ").trim()).map_err(|e| e.to_string())?;
+    Ok(checked.as_str().to_string())
 }
 
 /// `IP:PORT` of the receiver's netconsole sink as the machine reaches it:
@@ -519,4 +539,70 @@ fn record_of(
         }),
         console_log: j.console,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::lab_queue::MachineSpec;
+
+    fn machine() -> Machine {
+        Machine {
+            name: "box1".into(),
+            spec: MachineSpec {
+                arch: "x86_64".into(),
+                console: "ttyS0,115200n8".into(),
+                accel: "tcg".into(),
+                poll_s: 5,
+            },
+            revoked: false,
+            last_hello_at: None,
+            last_hello: None,
+            agent_addr: None,
+            base_url: Some("http://10.0.2.2:8080".into()),
+            netconsole_port: Some(6666),
+        }
+    }
+
+    #[test]
+    fn the_candidate_cmdline_names_the_job_its_upload_and_a_reboot_and_the_users_panic_wins() {
+        let c = candidate_cmdline(
+            &machine(),
+            "http://10.0.2.2:8080",
+            7,
+            Some("10.0.2.2:6666"),
+            " bootbench.workloads=fork ",
+            2048,
+        )
+        .unwrap();
+        assert_eq!(
+            c,
+            "console=ttyS0,115200n8 panic=-1 quiet bootbench.accel=tcg bootbench.lab_job=7 \
+             bootbench.upload=http://10.0.2.2:8080/lab/jobs/7 bootbench.after=reboot bootbench.netconsole=10.0.2.2:6666 \
+             bootbench.workloads=fork"
+        );
+        let c = candidate_cmdline(&machine(), "http://h:1", 7, None, "rdinit=/nonexistent panic=0", 2048).unwrap();
+        assert!(c.contains(" panic=0") && !c.contains("panic=-1") && !c.contains("netconsole"), "{c}");
+        // The guest reads it as a candidate's cmdline.
+        let parsed = loads::suite::CmdlineConfig::parse(
+            &candidate_cmdline(&machine(), "http://h:1", 7, None, "", 2048).unwrap(),
+        );
+        assert!(parsed.is_ok(), "{parsed:?}");
+    }
+
+    #[test]
+    fn a_key_given_twice_or_a_cmdline_too_long_is_refused() {
+        let e = candidate_cmdline(&machine(), "http://h:1", 7, None, "bootbench.after=poweroff", 2048).unwrap_err();
+        assert!(e.contains("bootbench.after"), "{e}");
+        assert!(candidate_cmdline(&machine(), "http://h:1", 7, None, "", 64).is_err());
+    }
+
+    #[test]
+    fn targets_are_qemu_or_a_named_lab_machine() {
+        let t = |s: &str| LabTargetArgs { target: s.into(), ..Default::default() }.target();
+        assert_eq!(t("qemu").unwrap(), Target::Qemu);
+        assert_eq!(t("lab:box-1").unwrap(), Target::Lab("box-1".into()));
+        assert!(t("lab:a b").unwrap_err().to_string().contains("not a machine name"));
+        assert!(t("kvm").unwrap_err().to_string().contains("'qemu' or 'lab:NAME'"));
+    }
 }
