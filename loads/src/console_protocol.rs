@@ -663,4 +663,6 @@ impl Decoder {
 }
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
