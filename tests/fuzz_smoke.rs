@@ -2,9 +2,9 @@
 //! seeded with real inputs: a few seconds each in the default tier, minutes
 //! each in the long tier. A crash, a hang (`-timeout`), an allocation past
 //! the target's bound or past libFuzzer's RSS limit fails the test, naming
-//! the input libFuzzer saved. Without `cargo fuzz` (scripts/setup installs
-//! it) the test says SKIPPED and why, and fails under CI, which must not
-//! skip it.
+//! the input libFuzzer saved (under `fuzz/artifacts/`). Without `cargo
+//! fuzz` (scripts/setup installs it) the test says SKIPPED and why, and
+//! fails under CI, which must not skip it.
 //!
 //! The seeds: each target's own under `fuzz/seeds/<target>/` (small ones
 //! written by hand, and every crash found, so it is replayed on every
@@ -258,8 +258,9 @@ fn every_fuzz_target_runs_its_seeds_without_a_crash() {
     }
     let build = build();
     let tmp = tempfile::tempdir().expect("temp dir");
-    let runs: Vec<Run> =
-        TARGETS.iter().map(|t| run(t, &tmp.path().join("corpus").join(t), &tmp.path().join("artifacts"), 4)).collect();
+    // Not in the temp dir: a crash's input must outlive the failed test.
+    let artifacts = fuzz_dir().join("artifacts");
+    let runs: Vec<Run> = TARGETS.iter().map(|t| run(t, &tmp.path().join("corpus").join(t), &artifacts, 4)).collect();
     report(&runs, build);
     for r in &runs {
         assert!(r.execs > 100, "fuzz target {} ran only {} inputs: it is not fuzzing", r.target, r.execs);
