@@ -700,4 +700,6 @@ impl Decoder {
 }
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;

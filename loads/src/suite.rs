@@ -20,6 +20,8 @@ mod builtin;
 mod cmdline;
 mod document;
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
 
 pub use builtin::{BUILTIN_SUITES, REAL_BUILD_ARCHES};

@@ -12,6 +12,12 @@ use std::collections::BTreeSet;
 /// this is cut off in the log (the protocol decoder still sees every line).
 pub const MAX_LOG_BYTES: usize = 64 << 20;
 
+/// Bytes of one console line that are read; the rest of a longer line is
+/// only in the log. Protocol lines are under 512 bytes and printk's under
+/// 1 KiB: without this bound a guest printing without a newline would grow
+/// the line buffer for as long as it runs (the log alone is bounded).
+pub const MAX_LINE_BYTES: usize = 64 << 10;
+
 /// Kernel-error lines kept; later ones are counted but not stored.
 pub const MAX_KERNEL_ERRORS: usize = 200;
 
@@ -111,12 +117,18 @@ impl ConsoleScan {
         self.log_dropped += bytes.len().saturating_sub(room);
         let mut rest = bytes;
         while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
-            self.partial.extend_from_slice(&rest[..nl]);
+            self.extend_line(&rest[..nl]);
             let line = std::mem::take(&mut self.partial);
             self.line(&line);
             rest = &rest[nl + 1..];
         }
-        self.partial.extend_from_slice(rest);
+        self.extend_line(rest);
+    }
+
+    /// Adds `piece` to the line being read, up to [`MAX_LINE_BYTES`].
+    fn extend_line(&mut self, piece: &[u8]) {
+        let room = MAX_LINE_BYTES.saturating_sub(self.partial.len());
+        self.partial.extend_from_slice(&piece[..piece.len().min(room)]);
     }
 
     /// Processes a final line that has no newline.
@@ -526,5 +538,22 @@ mod tests {
         s.feed_port_text(&port);
         assert_eq!(s.decoder().last_document().unwrap(), doc);
         assert_eq!(s.events().len(), 1);
+    }
+
+    /// A guest printing without a newline (a wedged console, binary
+    /// garbage) must not grow the line buffer without bound: the line is
+    /// cut at MAX_LINE_BYTES, the log keeps what it can, and the next line
+    /// reads normally.
+    #[test]
+    fn a_line_without_end_is_bounded_and_the_next_line_still_reads() {
+        let mut s = ConsoleScan::new();
+        let garbage = vec![b'x'; 64 << 10];
+        for _ in 0..128 {
+            s.feed_bytes(&garbage);
+        }
+        assert!(s.partial.len() <= MAX_LINE_BYTES, "the line buffer holds {} bytes", s.partial.len());
+        assert_eq!((s.log.len(), s.log_dropped), (8 << 20, 0));
+        s.feed_bytes(format!("\n{}\n", event(EVENT_HELLO, "version=1")).as_bytes());
+        assert!(s.hello_seen());
     }
 }

@@ -193,7 +193,9 @@ pub fn is_console(lvl: &str) -> bool {
     lvl == "target" || lvl == "feedback"
 }
 
-/// `b - a` in seconds, for LAVA's timestamps (`2026-12-04T19:40:01.123456`).
+/// `b - a` in seconds, for LAVA's timestamps (`2026-12-04T19:40:01.123456`);
+/// `None` when either is not such a timestamp (a field out of its range
+/// included: a log's year of 19 digits must not overflow the arithmetic).
 pub fn seconds_between(a: &str, b: &str) -> Option<f64> {
     let parse = |t: &str| -> Option<f64> {
         let (date, time) = t.split_once('T')?;
@@ -202,6 +204,16 @@ pub fn seconds_between(a: &str, b: &str) -> Option<f64> {
         let mut hms = time.split(':');
         let (h, min, s) =
             (hms.next()?.parse::<f64>().ok()?, hms.next()?.parse::<f64>().ok()?, hms.next()?.parse::<f64>().ok()?);
+        // ISO 8601's four-digit years; 60 seconds for a leap second.
+        let in_range = (0..=9999).contains(&y)
+            && (1..=12).contains(&m)
+            && (1..=31).contains(&day)
+            && (0.0..24.0).contains(&h)
+            && (0.0..60.0).contains(&min)
+            && (0.0..61.0).contains(&s);
+        if !in_range {
+            return None;
+        }
         // Days from the civil date (Howard Hinnant's algorithm).
         let y = if m <= 2 { y - 1 } else { y };
         let era = y.div_euclid(400);
@@ -280,5 +292,44 @@ mod tests {
         assert_eq!(seconds_between("2026-12-31T23:59:59.5", "2027-01-01T00:00:00.5"), Some(1.0));
         assert_eq!(seconds_between("2024-02-28T12:00:00", "2024-03-01T12:00:00"), Some(2.0 * 86400.0));
         assert_eq!(seconds_between("bad", "2024-03-01T12:00:00"), None);
+    }
+
+    /// Found by the `lava_import` fuzz target: a year (or month, day) too
+    /// large overflowed the day count (a panic in a debug build, a wrong
+    /// span in a release one).
+    #[test]
+    fn timestamps_out_of_range_are_not_timestamps() {
+        let fine = "2026-12-04T19:01:00.000000";
+        for bad in [
+            "9223372036854775807-01-01T00:00:00",
+            "2026-9223372036854775807-01T00:00:00",
+            "2026-01-9223372036854775807T00:00:00",
+            "-9223372036854775808-01-01T00:00:00",
+            "2026-13-01T00:00:00",
+            "2026-01-00T00:00:00",
+            "2026-01-01T24:00:00",
+            "2026-01-01T00:00:NaN",
+            "2026-01-01T00:00:inf",
+        ] {
+            assert_eq!(seconds_between(bad, fine), None, "{bad}");
+            assert_eq!(seconds_between(fine, bad), None, "{bad}");
+        }
+        assert_eq!(seconds_between("2026-12-04T19:00:59", "2026-12-04T19:01:00.5"), Some(1.5));
+    }
+
+    proptest::proptest! {
+        /// The span of any two strings is a number or `None`, never a
+        /// panic; a timestamp is 0 s from itself.
+        #[test]
+        fn any_two_timestamps_subtract_or_are_refused(
+            a in "-?[0-9]{1,20}-[0-9]{1,20}-[0-9]{1,20}T[0-9]{1,3}:[0-9]{1,3}:[0-9.]{1,8}",
+            b in "[ -~]{0,30}",
+        ) {
+            if let Some(s) = seconds_between(&a, &a) {
+                proptest::prop_assert_eq!(s, 0.0);
+            }
+            let _ = seconds_between(&a, &b);
+            let _ = seconds_between(&b, &a);
+        }
     }
 }

@@ -369,4 +369,22 @@ mod tests {
         let e = read_results_or_local(&local).unwrap_err().to_string();
         assert!(e.contains("local.json") && e.contains("newer"), "{e}");
     }
+
+    /// Found by the `results_migration` fuzz target: a results file
+    /// written (as `ResultsFile::write` writes it) and read again was not
+    /// the same when a number read one ULP off.
+    #[test]
+    fn a_written_results_file_reads_back_unchanged() {
+        for number in ["29999999999999999999999999999999999999", "5.9629039448892714e+84"] {
+            let mut doc = current_doc();
+            doc.timings.init_start_s = number.parse().unwrap();
+            let file = ResultsFile {
+                boots: vec![BootRecord { result: Some(doc), ..Default::default() }],
+                ..ResultsFile::default()
+            };
+            let written = serde_json::to_vec_pretty(&file).unwrap();
+            let read = migrate_results(serde_json::from_slice(&written).unwrap(), "t").unwrap();
+            assert_eq!(read, file, "{number}");
+        }
+    }
 }

@@ -22,7 +22,9 @@
 //!
 //! No answer names the database's path or repeats the token sent.
 
-pub use crate::service::request_context::{read_token, GivenToken, ServeConfig, ServeError};
+pub use crate::service::request_context::{
+    parse_authorization, read_token, GivenCredential, GivenToken, ServeConfig, ServeError,
+};
 
 use crate::service::listener;
 use crate::service::netconsole_sink;

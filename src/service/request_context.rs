@@ -247,16 +247,35 @@ pub(in crate::service) fn unauthorized(need: Need, message: impl Into<String>) -
 }
 
 /// A token as the request gave it.
-pub(in crate::service) struct GivenCredential {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GivenCredential {
     /// The token.
-    pub(in crate::service) token: String,
+    pub token: String,
     /// It came as HTTP Basic's password (a browser's way).
-    pub(in crate::service) basic: bool,
+    pub basic: bool,
 }
 
-/// The token of `headers`: `Authorization: Bearer TOKEN`, or HTTP Basic
-/// with the token as the password (any user name), which is how a browser
-/// sends one. 401 without one.
+/// The token of an `Authorization` header's value: `Bearer TOKEN`, or HTTP
+/// Basic with the token as the password (any user name), which is how a
+/// browser sends one. `None` when it is neither.
+pub fn parse_authorization(value: &[u8]) -> Option<GivenCredential> {
+    let text = std::str::from_utf8(value).unwrap_or_default();
+    match text.split_once(' ') {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => {
+            Some(GivenCredential { token: rest.trim().to_string(), basic: false })
+        }
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("basic") => {
+            use base64::Engine as _;
+            let decoded = base64::engine::general_purpose::STANDARD.decode(rest.trim()).ok();
+            let pair = decoded.and_then(|d| String::from_utf8(d).ok())?;
+            let (_user, password) = pair.split_once(':')?;
+            Some(GivenCredential { token: password.to_string(), basic: true })
+        }
+        _ => None,
+    }
+}
+
+/// The token of `headers` ([`parse_authorization`]); 401 without one.
 pub(in crate::service) fn given_token(headers: &HeaderMap, need: Need) -> Result<GivenCredential, Response> {
     let Some(value) = headers.get(header::AUTHORIZATION) else {
         return Err(unauthorized(need, match need {
@@ -264,23 +283,14 @@ pub(in crate::service) fn given_token(headers: &HeaderMap, need: Need) -> Result
             Need::Read => "missing token: reads need 'Authorization: Bearer TOKEN' (or HTTP Basic with the token as the password, as a browser asks for it) with a token that may read (bootbench serve token add NAME --read), unless the receiver runs with --public-reads",
         }));
     };
-    let text = value.to_str().unwrap_or_default();
-    let malformed = "the Authorization header must be 'Bearer TOKEN' or HTTP Basic with the token as the password";
-    match text.split_once(' ') {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => {
-            Ok(GivenCredential { token: rest.trim().to_string(), basic: false })
-        }
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("basic") => {
-            use base64::Engine as _;
-            let decoded = base64::engine::general_purpose::STANDARD.decode(rest.trim()).ok();
-            let pair = decoded.and_then(|d| String::from_utf8(d).ok());
-            match pair.as_deref().and_then(|p| p.split_once(':')) {
-                Some((_user, password)) => Ok(GivenCredential { token: password.to_string(), basic: true }),
-                None => Err(unauthorized(need, malformed)),
-            }
-        }
-        _ => Err(unauthorized(need, malformed)),
-    }
+    // A value with bytes outside visible ASCII reads as empty, as before.
+    let value = if value.to_str().is_ok() { value.as_bytes() } else { b"" };
+    parse_authorization(value).ok_or_else(|| {
+        unauthorized(
+            need,
+            "the Authorization header must be 'Bearer TOKEN' or HTTP Basic with the token as the password",
+        )
+    })
 }
 
 /// Checks the request's token for `need`: 401 without one, 403 when it is
@@ -386,5 +396,38 @@ pub(in crate::service) async fn queue<T: Send + 'static>(
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(queue_error(e)),
         Err(e) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, format!("store task failed: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// The invariant the `upload_request` fuzz target asserts: a
+        /// token read from any header value reads back the same re-sent as
+        /// Bearer and as HTTP Basic, and a value that is neither is refused.
+        #[test]
+        fn an_authorization_header_gives_back_the_token_it_carries(
+            scheme in "(Bearer|bearer|Basic|basic|Token|)",
+            sep in "( |  |\t)",
+            rest in "[ -~]{0,24}",
+        ) {
+            let value = format!("{scheme}{sep}{rest}");
+            let bearer_sent = scheme.eq_ignore_ascii_case("bearer") && sep.starts_with(' ');
+            let Some(given) = parse_authorization(value.as_bytes()) else {
+                proptest::prop_assert!(!bearer_sent, "{:?} refused", value);
+                return Ok(());
+            };
+            if !given.basic {
+                proptest::prop_assert_eq!(given.token.as_str(), value.split_once(' ').unwrap().1.trim());
+            }
+            use base64::Engine as _;
+            let basic = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("u:{}", given.token)));
+            let again = parse_authorization(basic.as_bytes()).unwrap();
+            proptest::prop_assert_eq!((again.token, again.basic), (given.token.clone(), true));
+            let bearer = format!("Bearer {}", given.token);
+            proptest::prop_assert_eq!(parse_authorization(bearer.as_bytes()).unwrap().token, given.token.trim());
+        }
     }
 }

@@ -1546,4 +1546,18 @@ pub(crate) mod tests {
             assert!(bad.parse::<Cursor>().is_err(), "{bad}");
         }
     }
+
+    /// Found by the `upload_request` fuzz target: the same JSON, written
+    /// otherwise, hashed otherwise when a number read one ULP off (the
+    /// store tells a re-upload of the same content from a conflict by
+    /// this hash).
+    #[test]
+    fn the_same_json_written_otherwise_has_the_same_canonical_sha256() {
+        for number in ["29999999999999999999999999999999999999", "5.9629039448892714e+84"] {
+            let body = format!(r#"{{"b":[1,{{"x":{number}}}],"a":"z"}}"#);
+            let value: serde_json::Value = serde_json::from_str(&body).unwrap();
+            let pretty = serde_json::to_vec_pretty(&value).unwrap();
+            assert_eq!(canonical_sha256(&pretty), canonical_sha256(body.as_bytes()), "{number}");
+        }
+    }
 }

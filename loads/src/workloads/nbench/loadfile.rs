@@ -37,6 +37,8 @@
 mod line_reader;
 mod operations;
 mod paths;
+#[cfg(test)]
+mod proptests;
 mod syntax;
 #[cfg(test)]
 mod tests;
