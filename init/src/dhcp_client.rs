@@ -106,24 +106,42 @@ fn request_list() -> DhcpOption {
     ])
 }
 
+/// A BOOTREQUEST from `mac` with transaction id `xid`, asking for a
+/// broadcast answer, no options yet. Decoded from a fixed header rather
+/// than built: dhcproto's constructors (`Message::default`, `new`,
+/// `new_with_id`) all draw a random xid with `rand::random()`, i.e. the
+/// kernel's getrandom(), which blocks until the kernel's random pool is
+/// initialised. Early in a boot without a hardware RNG (the lab agent's
+/// DHCP, right after the link comes up) that takes minutes, and the agent
+/// hung there before sending a single DISCOVER.
+fn empty(xid: u32, mac: [u8; 6], kind: &'static str) -> Result<Message, DhcpError> {
+    // op BOOTREQUEST, htype Ethernet, hlen 6, then zeroes up to the
+    // magic cookie at offset 236, then the End option.
+    let mut header = [0u8; 241];
+    header[..3].copy_from_slice(&[1, 1, 6]);
+    header[236..].copy_from_slice(&[99, 130, 83, 99, 255]);
+    let mut m =
+        Message::decode(&mut Decoder::new(&header)).map_err(|e| DhcpError::Encode { kind, why: e.to_string() })?;
+    m.set_xid(xid).set_chaddr(&mac).set_flags(Flags::default().set_broadcast());
+    Ok(m)
+}
+
 /// The DISCOVER for `mac` with transaction id `xid`.
-pub fn discover(xid: u32, mac: [u8; 6]) -> Message {
-    let mut m = Message::default();
-    m.set_opcode(Opcode::BootRequest).set_xid(xid).set_chaddr(&mac).set_flags(Flags::default().set_broadcast());
+pub fn discover(xid: u32, mac: [u8; 6]) -> Result<Message, DhcpError> {
+    let mut m = empty(xid, mac, "DISCOVER")?;
     m.opts_mut().insert(DhcpOption::MessageType(MessageType::Discover));
     m.opts_mut().insert(request_list());
-    m
+    Ok(m)
 }
 
 /// The REQUEST that accepts `offer`.
-pub fn request(xid: u32, mac: [u8; 6], offer: &Lease) -> Message {
-    let mut m = Message::default();
-    m.set_opcode(Opcode::BootRequest).set_xid(xid).set_chaddr(&mac).set_flags(Flags::default().set_broadcast());
+pub fn request(xid: u32, mac: [u8; 6], offer: &Lease) -> Result<Message, DhcpError> {
+    let mut m = empty(xid, mac, "REQUEST")?;
     m.opts_mut().insert(DhcpOption::MessageType(MessageType::Request));
     m.opts_mut().insert(DhcpOption::RequestedIpAddress(offer.addr));
     m.opts_mut().insert(DhcpOption::ServerIdentifier(offer.server));
     m.opts_mut().insert(request_list());
-    m
+    Ok(m)
 }
 
 /// Reads a server's answer: `None` if it is not a reply to `xid`/`mac`
@@ -231,10 +249,10 @@ fn exchange(
 pub fn lease(iface: &str, mac: [u8; 6]) -> Result<Lease, DhcpError> {
     let sock = open_socket(iface)?;
     let xid = fastrand::u32(..);
-    let packet = encode(&discover(xid, mac), "DISCOVER")?;
+    let packet = encode(&discover(xid, mac)?, "DISCOVER")?;
     let (_, offer_msg, from) = exchange(&sock, &packet, "DISCOVER", DISCOVER_WAITS, xid, mac, MessageType::Offer)?;
     let offer = lease_of(&offer_msg, from)?;
-    let packet = encode(&request(xid, mac, &offer), "REQUEST")?;
+    let packet = encode(&request(xid, mac, &offer)?, "REQUEST")?;
     let (kind, ack, from) = exchange(&sock, &packet, "REQUEST", REQUEST_WAITS, xid, mac, MessageType::Ack)?;
     if kind == MessageType::Nak {
         return Err(DhcpError::Nak { server: offer.server, addr: offer.addr });
@@ -251,8 +269,8 @@ mod tests {
 
     /// What a server would answer to `req`.
     fn answer(req: &Message, kind: MessageType, mask: Option<Ipv4Addr>) -> Vec<u8> {
-        let mut m = Message::default();
-        m.set_opcode(Opcode::BootReply).set_xid(req.xid()).set_chaddr(req.chaddr()).set_yiaddr([10, 0, 2, 15]);
+        let mut m = empty(req.xid(), MAC, "test").unwrap();
+        m.set_opcode(Opcode::BootReply).set_chaddr(&req.chaddr()[..6]).set_yiaddr([10, 0, 2, 15]);
         m.opts_mut().insert(DhcpOption::MessageType(kind));
         m.opts_mut().insert(DhcpOption::ServerIdentifier([10, 0, 2, 2].into()));
         if let Some(mask) = mask {
@@ -265,8 +283,27 @@ mod tests {
     }
 
     #[test]
+    fn messages_are_built_without_dhcprotos_blocking_random_xid() {
+        // dhcproto's constructors call rand::random(), i.e. a
+        // getrandom() that blocks until the kernel's random pool is ready:
+        // minutes early in a boot without a hardware RNG.
+        let source = include_str!("dhcp_client.rs");
+        let code = source.split("#[cfg(test)]").next().unwrap();
+        for banned in
+            [concat!("Message::", "default("), concat!("Message::", "new("), concat!("Message::", "new_with_id(")]
+        {
+            let uses = code.lines().filter(|l| !l.trim_start().starts_with("//") && l.contains(banned)).count();
+            assert_eq!(uses, 0, "{banned} draws a blocking random xid");
+        }
+        let m = discover(0x1234_5678, MAC).unwrap();
+        assert_eq!(m.xid(), 0x1234_5678);
+        assert_eq!(m.opcode(), Opcode::BootRequest);
+        assert_eq!(m.hlen(), 6);
+    }
+
+    #[test]
     fn discover_asks_for_broadcast_and_the_options_we_use() {
-        let bytes = encode(&discover(7, MAC), "DISCOVER").unwrap();
+        let bytes = encode(&discover(7, MAC).unwrap(), "DISCOVER").unwrap();
         let m = Message::decode(&mut Decoder::new(&bytes)).unwrap();
         assert_eq!(m.opts().msg_type(), Some(MessageType::Discover));
         assert!(m.flags().broadcast());
@@ -277,7 +314,7 @@ mod tests {
 
     #[test]
     fn offer_becomes_a_lease_and_a_request_for_it() {
-        let req = discover(9, MAC);
+        let req = discover(9, MAC).unwrap();
         let bytes = answer(&req, MessageType::Offer, Some([255, 255, 255, 0].into()));
         let (kind, m) = parse_reply(&bytes, 9, MAC).unwrap();
         assert_eq!(kind, MessageType::Offer);
@@ -293,7 +330,7 @@ mod tests {
                 lease_s: Some(86400),
             }
         );
-        let r = request(9, MAC, &lease);
+        let r = request(9, MAC, &lease).unwrap();
         assert_eq!(r.opts().msg_type(), Some(MessageType::Request));
         assert!(
             matches!(r.opts().get(OptionCode::RequestedIpAddress), Some(DhcpOption::RequestedIpAddress(a)) if *a == lease.addr)
@@ -305,7 +342,7 @@ mod tests {
 
     #[test]
     fn other_clients_and_garbage_are_ignored() {
-        let req = discover(9, MAC);
+        let req = discover(9, MAC).unwrap();
         let bytes = answer(&req, MessageType::Offer, None);
         assert!(parse_reply(&bytes, 10, MAC).is_none(), "another transaction");
         assert!(parse_reply(&bytes, 9, [1, 2, 3, 4, 5, 6]).is_none(), "another client");
@@ -315,7 +352,7 @@ mod tests {
 
     #[test]
     fn bad_masks_and_missing_addresses_are_refused() {
-        let req = discover(1, MAC);
+        let req = discover(1, MAC).unwrap();
         let bytes = answer(&req, MessageType::Offer, Some([255, 0, 255, 0].into()));
         let (_, m) = parse_reply(&bytes, 1, MAC).unwrap();
         assert!(lease_of(&m, [10, 0, 2, 2].into()).unwrap_err().to_string().contains("subnet mask"));

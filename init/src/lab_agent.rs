@@ -11,10 +11,12 @@
 //! The decisions ([`serve`]) are apart from the receiver and the machine
 //! ([`Lab`], [`Machine`]), so that tests drive them with fakes.
 
+use crate::bounded_child;
 use crate::hw_watchdog;
 use crate::kexec;
 use crate::module_loader;
-use crate::network;
+use crate::netconsole::Configured;
+use crate::network::{self, NetRequest};
 use crate::power_off;
 use crate::result_channels::{console_line, drain_console, say};
 use crate::result_upload;
@@ -31,6 +33,7 @@ use loads::measure::boottime_s;
 use loads::suite::CmdlineConfig;
 use nix::sys::signalfd::SignalFd;
 use results_uploader::{ExpectedFile, LabClient, LabError, RetryPolicy, UploadSettings};
+use std::io::{Read, Write};
 use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -357,8 +360,39 @@ fn hello_now() -> Hello {
     }
 }
 
+/// The bound on one network bring-up attempt (interface, carrier, DHCP):
+/// past it the attempt's child is killed and the attempt counts as failed.
+pub const NETWORK_LIMIT: Duration = result_upload::NETWORK_LIMIT;
+
+/// Brings the network up in a child bounded by `limit`, so that a step
+/// that never returns (a blocking call nobody expected) costs one failed
+/// attempt instead of the agent. The addresses and routes the child set
+/// are the kernel's and stay; the child prints the `network` event and
+/// tells PID 1 what it configured through a pipe.
+fn bring_up_bounded(sfd: Option<&SignalFd>, net: &NetRequest, limit: Duration) -> Result<Configured, String> {
+    let (rx, tx) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+        .map_err(|e| format!("network: cannot make a pipe: {e}"))?;
+    let end = bounded_child::run(sfd, "network", limit, move || {
+        let message = match network::bring_up(net) {
+            Ok(c) => {
+                console_line(&console_protocol::event(results_uploader::EVENT_NETWORK, &c.event_text()));
+                Configured::from_net(&c).to_message()
+            }
+            Err((step, e)) => format!("error network: {step}: {}", error_chain(&e)),
+        };
+        let _ = std::fs::File::from(tx).write_all(message.as_bytes());
+        0
+    });
+    let mut text = String::new();
+    let _ = std::fs::File::from(rx).take(64 * 1024).read_to_string(&mut text);
+    if !end.succeeded() {
+        return Err(format!("network: the bring-up did not end: {end}"));
+    }
+    Configured::from_message(&text).ok_or_else(|| text.strip_prefix("error ").unwrap_or(&text).to_string())
+}
+
 /// Brings the network up (a few attempts) and makes the receiver's client.
-fn connect(cmdline: &CmdlineConfig, secrets: Secrets) -> Result<HttpLab, String> {
+fn connect(cmdline: &CmdlineConfig, secrets: Secrets, sfd: Option<&SignalFd>) -> Result<HttpLab, String> {
     let (Some(url), Some(machine)) = (cmdline.lab.clone(), cmdline.machine.clone()) else {
         return Err("bootbench.role=agent without bootbench.lab and bootbench.machine".into());
     };
@@ -372,11 +406,13 @@ fn connect(cmdline: &CmdlineConfig, secrets: Secrets) -> Result<HttpLab, String>
     let mut attempt = 0;
     let configured = loop {
         attempt += 1;
-        match network::bring_up(&net) {
+        match bring_up_bounded(sfd, &net, NETWORK_LIMIT) {
             Ok(c) => break c,
-            Err((step, e)) => {
-                let msg = format!("network: {step}: {}", error_chain(&e));
-                console_line(&console_protocol::event(results_uploader::EVENT_NETWORK, &format!("failed error={msg}")));
+            Err(msg) => {
+                console_line(&console_protocol::event(
+                    results_uploader::EVENT_NETWORK,
+                    &format!("failed attempt={attempt} error={msg}"),
+                ));
                 if attempt >= NETWORK_ATTEMPTS {
                     return Err(format!("{msg} (after {attempt} attempts)"));
                 }
@@ -384,7 +420,6 @@ fn connect(cmdline: &CmdlineConfig, secrets: Secrets) -> Result<HttpLab, String>
             }
         }
     };
-    console_line(&console_protocol::event(results_uploader::EVENT_NETWORK, &configured.event_text()));
     let settings = UploadSettings {
         policy: RetryPolicy::default(),
         resolution: results_uploader::Resolution::Servers(configured.dns.iter().map(|a| IpAddr::V4(*a)).collect()),
@@ -410,7 +445,7 @@ pub fn run(cmdline: &CmdlineConfig, secrets: Secrets, load_modules: bool, sfd: O
         }
     }
     let hello = hello_now();
-    let end = match connect(cmdline, secrets) {
+    let end = match connect(cmdline, secrets, sfd) {
         Ok(mut lab) => serve(&mut lab, &mut ThisMachine, &hello, &Pacing::default(), Path::new(JOB_DIR)),
         Err(reason) => AgentEnd::PowerOff { reason },
     };
@@ -647,6 +682,25 @@ mod tests {
         assert_eq!(reasons.len(), 2, "{reasons:?}");
         assert!(reasons[0].starts_with("7: the initrd is") && reasons[0].contains("over the"), "{reasons:?}");
         assert!(reasons[1].starts_with("8: not enough memory"), "{reasons:?}");
+    }
+
+    #[test]
+    fn a_network_bring_up_that_does_not_end_is_cut_at_its_bound() {
+        // A named, missing interface is waited for (network::IFACE_WAIT,
+        // 5 s): longer than this bound, so the child is killed at 1 s
+        // and the attempt fails saying so instead of waiting on.
+        let net = NetRequest { iface: Some("bb-none0".into()), ..Default::default() };
+        let t0 = std::time::Instant::now();
+        let e = bring_up_bounded(None, &net, Duration::from_secs(1)).unwrap_err();
+        assert!(t0.elapsed() < Duration::from_secs(4), "took {:?}", t0.elapsed());
+        assert!(e.contains("did not end"), "{e}");
+    }
+
+    #[test]
+    fn a_failed_network_bring_up_in_the_child_says_which_step() {
+        let net = NetRequest { iface: Some("bb-none0".into()), ..Default::default() };
+        let e = bring_up_bounded(None, &net, Duration::from_secs(20)).unwrap_err();
+        assert!(e.starts_with("network: find the interface: "), "{e}");
     }
 
     #[test]

@@ -39,12 +39,13 @@ pub struct Configured {
 }
 
 impl Configured {
-    fn from_net(c: &NetConfigured) -> Configured {
+    /// The network as `c` describes it.
+    pub fn from_net(c: &NetConfigured) -> Configured {
         Configured { iface: c.iface.clone(), addr: (c.addr, c.prefix), gateway: c.gateway, dns: c.dns.clone() }
     }
 
     /// What the child writes to the pipe.
-    fn to_message(&self) -> String {
+    pub fn to_message(&self) -> String {
         let dns: Vec<String> = self.dns.iter().map(Ipv4Addr::to_string).collect();
         format!(
             "ok {} {}/{} {} {}",
@@ -57,7 +58,7 @@ impl Configured {
     }
 
     /// Reads [`Configured::to_message`]'s text back.
-    fn from_message(text: &str) -> Option<Configured> {
+    pub fn from_message(text: &str) -> Option<Configured> {
         let mut w = text.split_whitespace();
         if w.next()? != "ok" {
             return None;
