@@ -34,6 +34,25 @@ pub(crate) struct KernelUnderTest {
 }
 
 impl KernelUnderTest {
+    /// The kernel as a boot's record names it.
+    pub(crate) fn kernel_ref(&self) -> crate::results::KernelRef {
+        crate::results::KernelRef {
+            path: self.image.clone(),
+            image_sha256: self.image_sha256.clone(),
+            config_sha256: self.config_sha256.clone(),
+            package: self.package.clone(),
+            release: self.release.clone(),
+            commit: None,
+        }
+    }
+
+    /// Puts what the host knows of the kernel (its image's and config's
+    /// sha256) into the guest's document, which cannot know them.
+    pub(crate) fn stamp(&self, doc: &mut loads::schema::RunDocument) {
+        doc.provenance.kernel.image_sha256 = Some(self.image_sha256.clone());
+        doc.provenance.kernel.config_sha256 = self.config_sha256.clone();
+    }
+
     pub(crate) fn from_fetched(k: &FetchedKernel) -> KernelUnderTest {
         KernelUnderTest {
             image: k.image(),

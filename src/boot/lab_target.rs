@@ -14,9 +14,7 @@ use crate::boot::prepared_image::{prepare_image, PreparedImage};
 use crate::boot::secrets_segment::{self, GuestSecrets};
 #[cfg(test)]
 use crate::boot::target::{LabTargetArgs, Target};
-use crate::results::{
-    BootInfo, BootRecord, ChannelReport, InitramfsRef, KeptWorkloads, KernelRef, LabJob, MachineShape, ResultsFile,
-};
+use crate::results::{BootInfo, BootRecord, ChannelReport, KeptWorkloads, LabJob, MachineShape, ResultsFile};
 use crate::service::lab_queue::{Job, Machine, NewJob, RESULT_UPLOADED_LINE};
 use crate::service::store::{RunKind, Store};
 use anyhow::{bail, Context};
@@ -111,8 +109,8 @@ pub fn run_lab_boots(args: &RunOptions, machine_name: &str) -> anyhow::Result<Re
         let segment = secrets_segment::segment(&GuestSecrets { upload_token: job_token.clone(), upload_ca_pem: None })?;
         let initrd = work.path().join(format!("job-{index}.cpio"));
         secrets_segment::write_with_segment(&img.built.path, &segment, &initrd)?;
-        let kernel_file = stash(&store, &k.image)?;
-        let initrd_file = stash(&store, &initrd)?;
+        let kernel_file = stash(&store, &k.image, Some(&k.image_sha256))?;
+        let initrd_file = stash(&store, &initrd, None)?;
         std::fs::remove_file(&initrd).ok();
         let new = NewJob {
             machine: machine_name.to_string(),
@@ -127,8 +125,8 @@ pub fn run_lab_boots(args: &RunOptions, machine_name: &str) -> anyhow::Result<Re
         })?;
         log::info!("boot {}/{total}: lab job {id} queued for machine {machine_name}", index + 1);
         let label = group_label(&args.label, variant);
-        let waited = wait_for_job(&mut store, id, args, &machine)?;
-        let record = record_of(&store, &waited, k, img, &label, index, &machine, arch, args)?;
+        let waited = wait_for_job(&mut store, id, args, &machine, work.path())?;
+        let record = record_of(&store, &waited, k, img, &label, index, &machine, arch)?;
         log::info!(
             "boot {}/{total} (kernel {}, round {}): lab job {id}: {}{}",
             index + 1,
@@ -199,8 +197,15 @@ fn netconsole_target(machine: &Machine) -> Option<String> {
     Some(format!("{ip}:{port}"))
 }
 
-/// Copies `path` into the store's job files under its sha256 (once).
-fn stash(store: &Store, path: &Path) -> anyhow::Result<JobFile> {
+/// Copies `path` into the store's job files under its sha256 (once);
+/// with `known` (its sha256, checked when the kernel was resolved) a file
+/// already stashed is not read again.
+fn stash(store: &Store, path: &Path, known: Option<&str>) -> anyhow::Result<JobFile> {
+    if let Some(sha256) = known {
+        if let Ok(meta) = std::fs::metadata(store.lab_file(sha256)) {
+            return Ok(JobFile { sha256: sha256.to_string(), bytes: meta.len() });
+        }
+    }
     let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     let sha256 = hex::encode(Sha256::digest(&data));
     let dir = store.lab_files_dir();
@@ -299,12 +304,18 @@ use std::os::unix::process::CommandExt as _;
 /// it and report its kexec within `--timeout-boot` (each), the candidate
 /// end within `--timeout-total`, and the machine come back to its agent
 /// within `--timeout-boot` after that.
-fn wait_for_job(store: &mut Store, id: u64, args: &RunOptions, machine: &Machine) -> anyhow::Result<Waited> {
+fn wait_for_job(
+    store: &mut Store,
+    id: u64,
+    args: &RunOptions,
+    machine: &Machine,
+    work: &Path,
+) -> anyhow::Result<Waited> {
     let boot_limit = Duration::from_secs(args.timeout_boot);
     let total_limit = Duration::from_secs(args.timeout_total);
     let power = args.lab.power_cycle.as_deref();
     let serial = match &args.lab.console_cmd {
-        Some(cmd) => Some(SerialConsole::start(cmd, std::env::temp_dir().join(format!("bootbench-lab-serial-{id}")))?),
+        Some(cmd) => Some(SerialConsole::start(cmd, work.join(format!("serial-{id}.log")))?),
         None => None,
     };
     let mut notes = Vec::new();
@@ -370,7 +381,6 @@ struct Judged {
     document: Option<RunDocument>,
     result_error: Option<String>,
     workloads_kept: Option<KeptWorkloads>,
-    to_hello: Option<Duration>,
 }
 
 /// Judges a job like a QEMU boot: the console (the serial console, then
@@ -448,7 +458,6 @@ fn judge_job(store: &Store, w: &Waited) -> anyhow::Result<Judged> {
         document,
         result_error,
         workloads_kept,
-        to_hello: None,
     })
 }
 
@@ -462,33 +471,19 @@ fn record_of(
     index: usize,
     machine: &Machine,
     arch: qemu::Arch,
-    args: &RunOptions,
 ) -> anyhow::Result<BootRecord> {
     let j = judge_job(store, w)?;
     let mut document = j.document;
     if let Some(d) = &mut document {
-        d.provenance.kernel.image_sha256 = Some(k.image_sha256.clone());
-        d.provenance.kernel.config_sha256 = k.config_sha256.clone();
+        k.stamp(d);
     }
     let guest = document.as_ref().map(|d| &d.provenance.machine);
     let hello = store.machine(&machine.name)?.last_hello;
-    let _ = args;
     Ok(BootRecord {
         label: label.to_string(),
         cmdline: w.job.cmdline.clone(),
-        kernel: KernelRef {
-            path: k.image.clone(),
-            image_sha256: k.image_sha256.clone(),
-            config_sha256: k.config_sha256.clone(),
-            package: k.package.clone(),
-            release: k.release.clone(),
-            commit: None,
-        },
-        initramfs: InitramfsRef {
-            path: img.built.path.clone(),
-            sha256: img.built.sha256.clone(),
-            bytes: img.built.bytes,
-        },
+        kernel: k.kernel_ref(),
+        initramfs: img.initramfs_ref(),
         qemu: Default::default(),
         machine: MachineShape {
             machine_type: None,
@@ -509,7 +504,8 @@ fn record_of(
             },
             late_failure: j.late_failure,
             wall_s: w.wall.as_secs_f64(),
-            to_hello_s: j.to_hello.map(|d| d.as_secs_f64()),
+            // The agent cannot time the candidate's start from power-on.
+            to_hello_s: None,
             qemu_status: None,
             envelope_id: document.is_none().then(crate::results::host_run_id),
         },
@@ -595,6 +591,14 @@ mod tests {
         let e = candidate_cmdline(&machine(), "http://h:1", 7, None, "bootbench.after=poweroff", 2048).unwrap_err();
         assert!(e.contains("bootbench.after"), "{e}");
         assert!(candidate_cmdline(&machine(), "http://h:1", 7, None, "", 64).is_err());
+    }
+
+    #[test]
+    fn the_power_command_says_what_it_did_and_each_way_it_can_fail() {
+        assert_eq!(power_cycle(None, "stuck"), "stuck; no --power-cycle command to reset the machine");
+        assert_eq!(power_cycle(Some("true"), "stuck"), "stuck; power-cycled");
+        let failed = power_cycle(Some("exit 3"), "stuck");
+        assert!(failed.starts_with("stuck; the power command failed (") && failed.contains('3'), "{failed}");
     }
 
     #[test]

@@ -19,6 +19,17 @@ pub(crate) struct PreparedImage {
     pub(crate) port: bool,
 }
 
+impl PreparedImage {
+    /// The image as a boot's record names it.
+    pub(crate) fn initramfs_ref(&self) -> crate::results::InitramfsRef {
+        crate::results::InitramfsRef {
+            path: self.built.path.clone(),
+            sha256: self.built.sha256.clone(),
+            bytes: self.built.bytes,
+        }
+    }
+}
+
 /// The image a run boots `k` with: `--initramfs`, or one built for the
 /// suite with the modules the run needs.
 pub(crate) fn prepare_image(

@@ -9,9 +9,7 @@ use crate::boot::kernels::{resolve_kernels, run_arch, KernelUnderTest};
 use crate::boot::options::{group_label, parse_variants, MemChoice, RunOptions, Variant, BASE_MEM_MIB};
 use crate::boot::prepared_image::{prepare_image, PreparedImage};
 use crate::boot::run_upload::{RunUpload, TokenSource};
-use crate::results::{
-    BootInfo, BootRecord, ChannelReport, InitramfsRef, KeptWorkloads, KernelRef, MachineShape, QemuRef, ResultsFile,
-};
+use crate::results::{BootInfo, BootRecord, ChannelReport, KeptWorkloads, MachineShape, QemuRef, ResultsFile};
 use crate::suite_choice::apply_overrides;
 use crate::terminal::progress::boot_status;
 use anyhow::{bail, Context};
@@ -663,8 +661,7 @@ fn envelope(
     let (result, result_error) = match (&outcome.document, &outcome.stream_error) {
         (Some(text), _) => match serde_json::from_str::<RunDocument>(text) {
             Ok(mut doc) => {
-                doc.provenance.kernel.image_sha256 = Some(k.image_sha256.clone());
-                doc.provenance.kernel.config_sha256 = k.config_sha256.clone();
+                k.stamp(&mut doc);
                 (Some(doc), None)
             }
             Err(e) => (None, Some(format!("the guest's result is intact but not a valid result document: {e}"))),
@@ -682,19 +679,8 @@ fn envelope(
     BootRecord {
         label: label.to_string(),
         cmdline: appended(&outcome.argv),
-        kernel: KernelRef {
-            path: k.image.clone(),
-            image_sha256: k.image_sha256.clone(),
-            config_sha256: k.config_sha256.clone(),
-            package: k.package.clone(),
-            release: k.release.clone(),
-            commit: None,
-        },
-        initramfs: InitramfsRef {
-            path: img.built.path.clone(),
-            sha256: img.built.sha256.clone(),
-            bytes: img.built.bytes,
-        },
+        kernel: k.kernel_ref(),
+        initramfs: img.initramfs_ref(),
         qemu: qemu_ref,
         machine: MachineShape {
             machine_type: qemu_facts.machine.map(|m| m.machine_type.clone()),
