@@ -202,6 +202,54 @@ fn agent_requests_need_their_own_machines_valid_token() {
     assert_eq!((s, e.as_str()), (403, "this token was revoked"), "a revocation holds at once");
 }
 
+/// `lab submit` queues each boot as a job for the machine's agent and
+/// prints the jobs' ids, without waiting: the kernel and a per-job
+/// initramfs stashed under their sha256, the candidate's cmdline naming
+/// its job. A wrong machine or a contradicting --target is refused. (No
+/// boot: the machine's hello comes over HTTP.)
+#[test]
+fn lab_submit_queues_each_boot_as_a_job_and_prints_its_id() {
+    let k = support::require_x86_64_boot();
+    let dir = support::scratch();
+    let db = dir.path().join("lab.db");
+    let store = {
+        let mut s = Store::open(&db).unwrap();
+        s.add_machine("box1", &tokens::digest(BOX1), &spec()).unwrap();
+        s
+    };
+    let r = receiver(&db);
+    assert_eq!(hello_from(&r.url(), "box1", BOX1).status().as_u16(), 200);
+    let submit = |extra: &[&str]| {
+        let mut args = vec!["lab", "submit", "--lab-db", db.to_str().unwrap(), "--workloads", "fork"];
+        args.extend_from_slice(extra);
+        support::run_bootbench(args, Duration::from_secs(300))
+    };
+    let run = submit(&["--machine", "box1", "--boots", "2", "--label", "base"]);
+    run.assert_success();
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", run.transcript());
+    let jobs = store.lab_jobs(Some("box1"), 10).unwrap();
+    assert_eq!(jobs.len(), 2);
+    let kernel_sha = hex::encode(Sha256::digest(std::fs::read(k.image()).unwrap()));
+    for (line, job) in lines.iter().zip(jobs.iter().rev()) {
+        let f: Vec<&str> = line.split('\t').collect();
+        assert_eq!(f[0], job.id.to_string(), "{line}");
+        assert_eq!(f[1], "base", "{line}");
+        assert_eq!(job.state, "queued");
+        assert_eq!(job.kernel.sha256, kernel_sha);
+        assert!(store.lab_file(&job.initrd.sha256).is_file(), "the job's initramfs is stashed");
+        assert!(job.cmdline.contains(&format!("bootbench.lab_job={}", job.id)), "{}", job.cmdline);
+        assert!(job.cmdline.contains("bootbench.after=reboot"), "{}", job.cmdline);
+    }
+    assert_ne!(jobs[0].initrd.sha256, jobs[1].initrd.sha256, "each job's initramfs holds its own upload token");
+
+    let r2 = submit(&["--machine", "ghost"]);
+    assert!(!r2.status.success() && r2.stderr.contains("no lab machine named 'ghost'"), "{}", r2.transcript());
+    let r3 = submit(&["--machine", "box1", "--target", "lab:box2"]);
+    assert!(!r3.status.success() && r3.stderr.contains("--target lab:box2"), "{}", r3.transcript());
+    assert_eq!(store.lab_jobs(None, 10).unwrap().len(), 2, "nothing more was queued");
+}
+
 /// A QEMU VM playing a lab machine: its default boot (QEMU's
 /// `-kernel`/`-initrd`, loaded again at every reset, since there is no
 /// `-no-reboot`) is the agent of `lab bundle`; a receiver on this host
@@ -432,9 +480,10 @@ fn a_run_for_an_unknown_silent_or_mismatched_machine_is_refused_naming_it() {
     assert!(store.lab_jobs(None, 10).unwrap().is_empty(), "nothing was queued");
 }
 
-/// Cases 2, 3 and a bad job, on one machine that comes back to its agent
+/// Cases 2, 4, 3 and a bad job, on one machine that comes back to its agent
 /// after each: a candidate that panics (the panic from netconsole), one
-/// that hangs before its init with `panic=0` (the job's timeout, the power
+/// whose workload hangs under the hardware watchdog it armed (the
+/// watchdog's reset, reported by the agent), one that hangs before its init with `panic=0` (the job's timeout, the power
 /// command through QEMU's monitor), and a job whose kernel fails its
 /// sha256 (the agent refuses it and goes on).
 #[test]
@@ -473,6 +522,32 @@ fn long_tier_a_lab_machine_survives_panics_hangs_and_bad_jobs() {
     );
     assert!(support::wait_until(Duration::from_secs(120), || hellos(&m) > before), "back at the agent");
 
+    // Case 4: the workload hangs after the candidate armed the i6300esb
+    // watchdog: the watchdog resets the machine, the agent comes back and
+    // says so, and the job is a hang (watchdog), long before its timeout.
+    let before = hellos(&m);
+    let t0 = Instant::now();
+    let (boot, run) = one(
+        &m,
+        "watchdog",
+        &[
+            "--timeout-total",
+            "600",
+            "--append",
+            "bootbench.alive=10 bootbench.hw_watchdog=30 bootbench.test_fault=silence",
+        ],
+    );
+    let took = t0.elapsed();
+    assert_eq!(boot.boot.classification, "hang", "{:?}\n{}\n{}", boot.boot.detail, run.transcript(), m.transcript());
+    let detail = boot.boot.detail.clone().unwrap_or_default();
+    assert!(detail.contains("watchdog"), "{detail}");
+    assert!(took < Duration::from_secs(400), "the watchdog, not the job's timeout, ended it: {took:?}");
+    assert!(m.serial_text().contains("EVENT hw-watchdog armed device="), "{}", m.transcript());
+    let lab = boot.lab.as_ref().unwrap();
+    assert_eq!(lab.result.as_deref(), Some("returned"), "{lab:?}");
+    assert!(!lab.error.as_deref().unwrap_or_default().contains("power-cycled"), "no power command needed: {lab:?}");
+    assert!(support::wait_until(Duration::from_secs(120), || hellos(&m) > before), "back at the agent");
+
     // Case 3: a hang before the init (panic=0): the timeout, the power command.
     let before = hellos(&m);
     let (boot, run) = one(&m, "hang", &["--timeout-total", "60", "--append", "rdinit=/nonexistent panic=0"]);
@@ -507,4 +582,151 @@ fn long_tier_a_lab_machine_survives_panics_hangs_and_bad_jobs() {
     assert_eq!(j.state, "failed");
     assert!(j.failure.as_deref().unwrap_or_default().contains("sha256"), "{:?}", j.failure);
     assert!(support::wait_until(Duration::from_secs(60), || waits(&m) > waited), "the agent asks again and waits");
+}
+
+/// Case 5: `bootbench bisect --target lab:box1` over three candidate
+/// kernels (c1 good, c3 bad: from c3 on the kernel finds no init and
+/// panics), each booted by the lab machine's agent; it names c3, and the
+/// machine is back at its agent at the end.
+#[test]
+#[ignore = "long tier: run scripts/test --long"]
+fn long_tier_a_bisection_on_a_lab_machine_names_the_commit_that_panics() {
+    let kernel = support::require_x86_64_boot();
+    let _lock = support::boot_lock();
+    support::require_program("git");
+    let mut m = LabMachine::new();
+    m.power_on();
+    assert!(m.wait_for_hellos(1, Duration::from_secs(240)), "the agent never said hello:\n{}", m.transcript());
+    let tree = m.dir.path().join("tree");
+    let shas = support::no_init_history(&tree);
+    let state = m.dir.path().join("bisect/state.json");
+    let report = m.dir.path().join("report");
+    let build = support::copy_kernel_build(&kernel);
+    let modules = kernel.modules_dir();
+    let (power, console) = (m.power_cycle_cmd(), m.console_cmd());
+    let t0 = Instant::now();
+    let run = support::run_bootbench(
+        [
+            "bisect",
+            "--tree",
+            tree.to_str().unwrap(),
+            "--good",
+            &shas[1],
+            "--bad",
+            &shas[3],
+            "--mode",
+            "boot",
+            "--boot-tries",
+            "1",
+            "--build",
+            &build,
+            "--kernel-image",
+            "out/bzImage",
+            "--kernel-config",
+            "out/.config",
+            "--append-file",
+            "out/cmdline",
+            "--workloads",
+            "fork",
+            "--iterations",
+            "1",
+            "--warmup",
+            "0",
+            "--append",
+            "bootbench.fork.count=10",
+            "--timeout-boot",
+            "240",
+            "--timeout-total",
+            "600",
+            "--target",
+            "lab:box1",
+            "--lab-db",
+            m.db.to_str().unwrap(),
+            "--power-cycle",
+            &power,
+            "--console-cmd",
+            &console,
+            "--modules-dir",
+            modules.to_str().unwrap(),
+            "--state",
+            state.to_str().unwrap(),
+            "-o",
+            report.to_str().unwrap(),
+        ],
+        Duration::from_secs(3000),
+    );
+    eprintln!("lab bisection: {:.1} s", t0.elapsed().as_secs_f64());
+    assert_eq!(run.code(), Some(0), "{}\n{}", run.transcript(), m.transcript());
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(report.with_extension("json")).unwrap()).unwrap();
+    assert_eq!(json["outcome"]["culprit"], shas[3].as_str(), "{}", run.stdout);
+    assert_eq!(json["outcome"]["parent"], shas[2].as_str(), "{}", run.stdout);
+    // Every boot was a lab job, booted by kexec.
+    let jobs = m.store().lab_jobs(Some("box1"), 100).unwrap();
+    assert!(jobs.len() >= 3, "{jobs:?}");
+    let results = m.dir.path().join("bisect/results");
+    for sha in [&shas[2], &shas[3]] {
+        let f = bootbench::results::ResultsFile::read(&results.join(format!("{}.json", &sha[..12]))).unwrap();
+        for b in &f.boots {
+            let lab = b.lab.as_ref().expect("a lab boot");
+            assert_eq!(lab.boot_method.as_deref(), Some("kexec"), "{lab:?}");
+        }
+    }
+    assert!(jobs.iter().all(|j| j.state != "queued"), "the queue is empty");
+}
+
+/// Case 6 on a machine: an agent whose receiver is down retries for its
+/// bounded time, then says why on its console and powers the machine off;
+/// an agent whose token was revoked powers off at once, quoting the
+/// receiver's refusal (and never the token).
+#[test]
+#[ignore = "long tier: run scripts/test --long"]
+fn long_tier_an_agent_without_a_receiver_or_with_a_revoked_token_powers_off_saying_why() {
+    let _lock = support::boot_lock();
+    let mut m = LabMachine::new();
+    let addr = m.receiver.as_ref().unwrap().addr();
+    m.receiver.take().unwrap().stop().unwrap();
+    let wait_off = |m: &mut LabMachine, limit: Duration| {
+        let q = m.qemu.as_mut().unwrap();
+        support::wait_until(limit, || q.try_wait().unwrap().is_some())
+    };
+    let poweroff =
+        format!("{} EVENT {}", loads::console_protocol::MARKER, loads::console_protocol::EVENT_AGENT_POWEROFF);
+    let t0 = Instant::now();
+    m.power_on();
+    assert!(wait_off(&mut m, Duration::from_secs(600)), "the agent never powered off:\n{}", m.transcript());
+    let took = t0.elapsed();
+    let serial = m.serial_text();
+    eprintln!("receiver down: powered off after {:.1} s", took.as_secs_f64());
+    assert!(took > Duration::from_secs(150), "it retried for its budget first: {took:?}");
+    assert!(serial.contains(&poweroff) && serial.contains("10.0.2.2"), "{serial}");
+    assert!(serial.matches("EVENT agent-error retry_in_s=").count() >= 3, "{serial}");
+    assert!(!serial.contains(BOX1), "the token never reaches the console");
+
+    // The token revoked, the receiver back on the same port.
+    m.store().revoke_token("box1").unwrap();
+    m.receiver = Some(
+        Receiver::start(ServeConfig {
+            db: m.db.clone(),
+            tokens: vec![],
+            public_reads: false,
+            base_url: None,
+            listen: addr,
+            max_bytes: 16 << 20,
+            log_prefix: None,
+            limits: ConnectionLimits::default(),
+            tls: None,
+            netconsole: None,
+        })
+        .expect("cannot start the receiver again on its port"),
+    );
+    std::fs::write(&m.serial, b"").unwrap();
+    let t0 = Instant::now();
+    m.power_on();
+    assert!(wait_off(&mut m, Duration::from_secs(300)), "the agent never powered off:\n{}", m.transcript());
+    let serial = m.serial_text();
+    eprintln!("revoked token: powered off after {:.1} s", t0.elapsed().as_secs_f64());
+    assert!(serial.contains(&poweroff) && serial.contains("this token was revoked"), "{serial}");
+    assert!(!serial.contains("retry_in_s=2 "), "a refusal is not retried: {serial}");
+    assert!(!serial.contains(BOX1), "the token never reaches the console");
 }

@@ -42,6 +42,7 @@ use loads::measure::boottime_s;
 use loads::provenance::KmsgCursor;
 use loads::runner::{self, push_error};
 use loads::schema::{RunDocument, WorkloadResult};
+use loads::suite::AfterRun;
 use loads::workload::RunContext;
 use result_channels::{console_line, say, Stream};
 use std::time::{Duration, Instant};
@@ -88,7 +89,13 @@ fn main() {
     let accel = cmdline.as_ref().ok().and_then(|c| c.accel.clone());
     let load_modules = cmdline.as_ref().ok().and_then(|c| c.load_modules).unwrap_or(true);
     let cmdline_keys = cmdline.as_ref().ok().cloned().unwrap_or_default();
-    power_off::set_after(cmdline_keys.after.unwrap_or_default());
+    // A cmdline refused for a bad value still says how the run ends: a
+    // lab candidate must go back to its agent, configuration error or not.
+    let after = match &cmdline {
+        Ok(c) => c.after,
+        Err(_) => std::fs::read_to_string("/proc/cmdline").ok().and_then(|t| AfterRun::from_raw_cmdline(&t)),
+    };
+    power_off::set_after(after.unwrap_or_default());
     let mut lava = lava_monitor::LavaMonitor::new(cmdline.as_ref().ok().map(|c| c.lava.unwrap_or(false)));
     lava.start();
     // Before any workload: read and remove the secrets segment.

@@ -635,16 +635,25 @@ impl Lab for QemuLab {
         opt("timeout-boot", b.timeout_boot.to_string());
         opt("timeout-silence", b.timeout_silence.to_string());
         opt("timeout-total", b.timeout_total.to_string());
-        opt("initramfs", self.initramfs.display().to_string());
         // The suite the image holds (a state from before the file was
         // written: the suite's name).
         let suite_file = suite_file_of(&self.initramfs);
         opt("suite", if suite_file.is_file() { suite_file.display().to_string() } else { b.suite.clone() });
+        if let Some(m) = &b.modules_dir {
+            opt("modules-dir", m.display().to_string());
+        }
+        if b.lab.target == "qemu" {
+            opt("initramfs", self.initramfs.display().to_string());
+        }
         opt("boots", "1".into());
         opt("retries", "0".into());
         if !build.results_port {
             argv.push("--no-port".into());
         }
+        // On a lab machine each candidate gets an image built with the
+        // modules its network needs (the one image here has none), and
+        // the job's console and power flags.
+        argv.extend(b.lab.to_argv());
         let args = RunArgv::try_parse_from(&argv).map_err(|e| LabError::BadBootOptions(e.to_string()))?.args;
         let file = run_boots(&args).map_err(|e| LabError::Boot { commit: commit.into(), source: e.into() })?;
         let Some(mut record) = file.boots.into_iter().next() else {

@@ -3,6 +3,7 @@
 //! Below both the lab (which acts on it) and the state (which stores it).
 
 use crate::boot::options as run_options;
+use crate::boot::target::LabTargetArgs;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -56,6 +57,16 @@ pub struct BootOptions {
     /// Seconds a whole boot may take.
     #[arg(long, default_value_t = 3600)]
     pub timeout_total: u64,
+    /// The candidates' lib/modules/RELEASE tree, for the modules a boot
+    /// needs that the candidates do not build in (a lab machine's NIC,
+    /// netconsole and watchdog drivers).
+    #[arg(long)]
+    #[serde(default)]
+    pub modules_dir: Option<PathBuf>,
+    /// Where the candidates boot (QEMU here, or a lab machine).
+    #[command(flatten)]
+    #[serde(default)]
+    pub lab: LabTargetArgs,
 }
 
 /// Everything the real lab needs, kept in the state so `--resume` rebuilds

@@ -35,9 +35,24 @@ const POWER_CYCLE_LIMIT: Duration = Duration::from_secs(60);
 /// The system a lab record names.
 pub const LAB_SYSTEM: &str = "bootbench-lab";
 
-/// Runs `args`' boots on lab machine `machine`: the results file, written
-/// after every boot as `run` does.
-pub fn run_lab_boots(args: &RunOptions, machine_name: &str) -> anyhow::Result<ResultsFile> {
+/// What a run on a lab machine boots, checked and ready to queue: the
+/// machine, the kernels and their images, the job units.
+struct LabPlan {
+    store: Store,
+    machine: Machine,
+    base_url: String,
+    arch: qemu::Arch,
+    netconsole: Option<String>,
+    kernels: Vec<KernelUnderTest>,
+    images: Vec<PreparedImage>,
+    variants: Vec<crate::boot::options::Variant>,
+    /// Where the images and each job's initramfs are built.
+    work: tempfile::TempDir,
+}
+
+/// Checks `args` against lab machine `machine_name` and its store, and
+/// builds each kernel's image.
+fn plan(args: &RunOptions, machine_name: &str) -> anyhow::Result<LabPlan> {
     let db = args
         .lab
         .lab_db
@@ -52,7 +67,7 @@ pub fn run_lab_boots(args: &RunOptions, machine_name: &str) -> anyhow::Result<Re
     if args.serve || args.upload_url.is_some() {
         bail!("--serve and --upload-url are for QEMU boots: a lab job's candidate uploads to the lab's receiver");
     }
-    let mut store = Store::open(db)?;
+    let store = Store::open(db)?;
     let machine = store.machine(machine_name)?;
     if machine.revoked {
         bail!("lab machine '{machine_name}' has a revoked token: it takes no jobs");
@@ -95,38 +110,62 @@ pub fn run_lab_boots(args: &RunOptions, machine_name: &str) -> anyhow::Result<Re
             "lab machine '{machine_name}': the receiver has no netconsole sink (serve --netconsole), so a panic is seen only on a serial console (--console-cmd)"
         );
     }
-    let mut file = ResultsFile::default();
-    let units: Vec<(usize, &crate::boot::options::Variant)> =
-        (0..kernels.len()).flat_map(|ki| variants.iter().map(move |v| (ki, v))).collect();
-    let total = units.len() * args.boots as usize;
-    let order_seed =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-    for (round, ui) in crate::boot::order::schedule(args.order, units.len(), args.boots, order_seed) {
-        let (ki, variant) = units[ui];
-        let (k, img) = (&kernels[ki], &images[ki]);
-        let index = file.boots.len();
+    Ok(LabPlan { store, machine, base_url, arch, netconsole, kernels, images, variants, work })
+}
+
+impl LabPlan {
+    /// The boots in the order `args` asks for: (round, kernel, variant).
+    fn schedule(&self, args: &RunOptions) -> Vec<(u32, usize, usize)> {
+        let nv = self.variants.len();
+        let units = self.kernels.len() * nv;
+        let order_seed =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        crate::boot::order::schedule(args.order, units, args.boots, order_seed)
+            .into_iter()
+            .map(|(round, ui)| (round, ui / nv, ui % nv))
+            .collect()
+    }
+
+    /// Queues one boot of kernel `ki` with variant `vi` (the job's own
+    /// upload token in its initramfs' secrets segment): the job's id.
+    fn queue(&mut self, args: &RunOptions, ki: usize, vi: usize, index: usize) -> anyhow::Result<u64> {
+        let (k, img, variant) = (&self.kernels[ki], &self.images[ki], &self.variants[vi]);
         let job_token = crate::service::tokens::generate();
         let segment = secrets_segment::segment(&GuestSecrets { upload_token: job_token.clone(), upload_ca_pem: None })?;
-        let initrd = work.path().join(format!("job-{index}.cpio"));
+        let initrd = self.work.path().join(format!("job-{index}.cpio"));
         secrets_segment::write_with_segment(&img.built.path, &segment, &initrd)?;
-        let kernel_file = stash(&store, &k.image, Some(&k.image_sha256))?;
-        let initrd_file = stash(&store, &initrd, None)?;
+        let kernel_file = stash(&self.store, &k.image, Some(&k.image_sha256))?;
+        let initrd_file = stash(&self.store, &initrd, None)?;
         std::fs::remove_file(&initrd).ok();
         let new = NewJob {
-            machine: machine_name.to_string(),
+            machine: self.machine.name.clone(),
             kernel: kernel_file,
             initrd: initrd_file,
             token: crate::service::tokens::digest(&job_token),
         };
         let words = [args.append.as_deref().unwrap_or(""), variant.words.as_str()].join(" ");
-        let capacity = arch.profile().cmdline_capacity;
-        let id = store.lab_submit(&new, |id| {
-            candidate_cmdline(&machine, &base_url, id, netconsole.as_deref(), &words, capacity)
-        })?;
+        let capacity = self.arch.profile().cmdline_capacity;
+        let (machine, base_url, netconsole) = (&self.machine, &self.base_url, self.netconsole.as_deref());
+        Ok(self.store.lab_submit(&new, |id| candidate_cmdline(machine, base_url, id, netconsole, &words, capacity))?)
+    }
+}
+
+/// Runs `args`' boots on lab machine `machine`: the results file, written
+/// after every boot as `run` does.
+pub fn run_lab_boots(args: &RunOptions, machine_name: &str) -> anyhow::Result<ResultsFile> {
+    let mut plan = plan(args, machine_name)?;
+    let mut file = ResultsFile::default();
+    let schedule = plan.schedule(args);
+    let total = schedule.len();
+    for (round, ki, vi) in schedule {
+        let index = file.boots.len();
+        let id = plan.queue(args, ki, vi, index)?;
         log::info!("boot {}/{total}: lab job {id} queued for machine {machine_name}", index + 1);
-        let label = group_label(&args.label, variant);
-        let waited = wait_for_job(&mut store, id, args, &machine, work.path())?;
-        let record = record_of(&store, &waited, k, img, &label, index, &machine, arch)?;
+        let label = group_label(&args.label, &plan.variants[vi]);
+        let work = plan.work.path().to_path_buf();
+        let waited = wait_for_job(&mut plan.store, id, args, &plan.machine, &work)?;
+        let (k, img) = (&plan.kernels[ki], &plan.images[ki]);
+        let record = record_of(&plan.store, &waited, k, img, &label, index, &plan.machine, plan.arch)?;
         log::info!(
             "boot {}/{total} (kernel {}, round {}): lab job {id}: {}{}",
             index + 1,
@@ -141,6 +180,35 @@ pub fn run_lab_boots(args: &RunOptions, machine_name: &str) -> anyhow::Result<Re
         }
     }
     Ok(file)
+}
+
+/// A job `lab submit` queued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submitted {
+    /// The job's id.
+    pub id: u64,
+    /// The kernel it boots.
+    pub kernel: PathBuf,
+    /// Its group label.
+    pub label: String,
+}
+
+/// Queues `args`' boots on lab machine `machine` without waiting for them
+/// (`bootbench lab submit`): the jobs, in the order the agent takes them.
+/// Their candidates upload to the receiver as a waiting run's do; nobody
+/// resets the machine if one hangs.
+pub fn submit_lab_boots(args: &RunOptions, machine_name: &str) -> anyhow::Result<Vec<Submitted>> {
+    let mut plan = plan(args, machine_name)?;
+    let mut jobs = Vec::new();
+    for (index, (_, ki, vi)) in plan.schedule(args).into_iter().enumerate() {
+        let id = plan.queue(args, ki, vi, index)?;
+        jobs.push(Submitted {
+            id,
+            kernel: plan.kernels[ki].image.clone(),
+            label: group_label(&args.label, &plan.variants[vi]),
+        });
+    }
+    Ok(jobs)
 }
 
 /// A job's candidate cmdline: the machine's console, a reboot at once on
@@ -376,6 +444,8 @@ fn wait_for_job(
 /// The verdict and what it rests on.
 struct Judged {
     classification: Classification,
+    /// Where the document came from: `upload` or `console`.
+    source: Option<&'static str>,
     late_failure: Option<String>,
     console: String,
     document: Option<RunDocument>,
@@ -400,16 +470,23 @@ fn judge_job(store: &Store, w: &Waited) -> anyhow::Result<Judged> {
         Some(run) => store.body(run, Some(RunKind::Document))?.map(|(_, body)| body),
         None => None,
     };
-    let (document, result_error) = match &uploaded {
-        Some(body) => match serde_json::from_slice::<RunDocument>(body) {
-            Ok(d) => (Some(d), None),
-            Err(e) => (None, Some(format!("the uploaded result is not a valid result document: {e}"))),
-        },
-        None => (None, Some(w.job.failure.clone().unwrap_or_else(|| "no result was uploaded".into()))),
-    };
     let mut scan = ConsoleScan::new();
     scan.feed_bytes(console.as_bytes());
     scan.finish();
+    // Without an upload (a candidate whose cmdline was refused never read
+    // its upload key), the serial console may still hold the document.
+    let from_console =
+        || scan.decoder().last_document().ok().and_then(|j| serde_json::from_str::<RunDocument>(&j).ok());
+    let (document, result_error, source) = match &uploaded {
+        Some(body) => match serde_json::from_slice::<RunDocument>(body) {
+            Ok(d) => (Some(d), None, Some("upload")),
+            Err(e) => (None, Some(format!("the uploaded result is not a valid result document: {e}")), None),
+        },
+        None => match from_console() {
+            Some(d) => (Some(d), None, Some("console")),
+            None => (None, Some(w.job.failure.clone().unwrap_or_else(|| "no result was uploaded".into())), None),
+        },
+    };
     let (end, detail) = match &w.timed_out {
         Some((which, why)) => (RunEnd::TimedOut(*which), why.clone()),
         None => (RunEnd::Exited { code: Some(0), signal: None }, String::new()),
@@ -453,6 +530,7 @@ fn judge_job(store: &Store, w: &Waited) -> anyhow::Result<Judged> {
     };
     Ok(Judged {
         classification: judgement.classification,
+        source,
         late_failure: judgement.late_failure,
         console,
         document,
@@ -509,11 +587,20 @@ fn record_of(
             qemu_status: None,
             envelope_id: document.is_none().then(crate::results::host_run_id),
         },
-        channels: vec![ChannelReport {
-            name: "upload".into(),
-            intact: document.is_some(),
-            detail: j.result_error.clone(),
-        }],
+        channels: {
+            let mut c = vec![ChannelReport {
+                name: "upload".into(),
+                intact: j.source == Some("upload"),
+                detail: match j.source {
+                    Some("console") => Some(w.job.failure.clone().unwrap_or_else(|| "no result was uploaded".into())),
+                    _ => j.result_error.clone(),
+                },
+            }];
+            if j.source == Some("console") {
+                c.push(ChannelReport { name: "console".into(), intact: true, detail: None });
+            }
+            c
+        },
         result: document,
         result_error: j.result_error,
         workloads_kept: j.workloads_kept,
@@ -599,6 +686,117 @@ mod tests {
         assert_eq!(power_cycle(Some("true"), "stuck"), "stuck; power-cycled");
         let failed = power_cycle(Some("exit 3"), "stuck");
         assert!(failed.starts_with("stuck; the power command failed (") && failed.contains('3'), "{failed}");
+    }
+
+    fn job(state: &str) -> Job {
+        Job {
+            id: 3,
+            machine: "box1".into(),
+            state: state.into(),
+            created_at: "t0".into(),
+            sent_at: Some("t1".into()),
+            kexec_at: Some("t2".into()),
+            ended_at: None,
+            returned_at: None,
+            kernel: JobFile { sha256: "a".repeat(64), bytes: 1 },
+            initrd: JobFile { sha256: "b".repeat(64), bytes: 1 },
+            cmdline: "console=ttyS0".into(),
+            run_id: None,
+            agent_kernel: None,
+            failure: None,
+            watchdog_reset: None,
+            console: Vec::new(),
+        }
+    }
+
+    fn waited(job: Job) -> Waited {
+        Waited { job, serial: None, timed_out: None, not_back: None, wall: Duration::ZERO, notes: vec![] }
+    }
+
+    fn verdict(w: &Waited) -> Classification {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("lab.db")).unwrap();
+        judge_job(&store, w).unwrap().classification
+    }
+
+    #[test]
+    fn a_machine_back_without_a_result_is_a_boot_failure_and_with_a_watchdog_reset_a_hang() {
+        let mut j = job("returned");
+        j.failure = Some("the machine came back to its agent without a result".into());
+        let c = verdict(&waited(j.clone()));
+        assert!(matches!(&c, Classification::BootFailure { line } if line.contains("without a result")), "{c:?}");
+        j.watchdog_reset = Some(true);
+        let c = verdict(&waited(j.clone()));
+        assert!(matches!(c, Classification::Hang { which: HangKind::Watchdog, .. }), "{c:?}");
+        // A panic the consoles saw is the panic, whatever reset the machine.
+        j.console = b"[ 3.2] Kernel panic - not syncing: Fatal exception in interrupt\n".to_vec();
+        let c = verdict(&waited(j));
+        assert_eq!(c.name(), "panic", "{c:?}");
+    }
+
+    #[test]
+    fn a_panic_on_the_serial_console_alone_is_a_panic() {
+        let mut w = waited(job("returned"));
+        w.serial = Some("Linux version 6.1\nKernel panic - not syncing: Fatal exception\n".into());
+        assert_eq!(verdict(&w).name(), "panic");
+        // One with no init to run is named apart, as on QEMU.
+        w.serial = Some("Linux version 6.1\nKernel panic - not syncing: No working init found.\n".into());
+        assert_eq!(verdict(&w).name(), "boot_failure");
+    }
+
+    #[test]
+    fn a_job_the_agent_could_not_boot_is_the_labs_failure_never_the_kernels() {
+        let mut j = job("failed");
+        j.kexec_at = None;
+        j.failure = Some("the kernel's sha256 is 00…, not aa…".into());
+        let c = verdict(&waited(j));
+        assert!(
+            matches!(&c, Classification::QemuFailure { detail, .. } if detail.starts_with("lab: ") && detail.contains("sha256")),
+            "{c:?}"
+        );
+        // Timed out before the agent booted it: the machine never ran it.
+        let mut j = job("timed_out");
+        j.kexec_at = None;
+        j.failure = Some("machine box1 did not fetch the job's files and kexec within 120 s".into());
+        let mut w = waited(j);
+        w.timed_out = Some((HangKind::Boot, "x".into()));
+        assert_eq!(verdict(&w).name(), "qemu_failure");
+    }
+
+    #[test]
+    fn without_an_upload_the_document_the_serial_console_carried_is_the_result() {
+        let mut doc = loads::runner::begin_document("run-c", None, None);
+        loads::runner::push_error(
+            &mut doc,
+            "config",
+            "bad value '30' for kernel cmdline key 'bootbench.hw_watchdog'".into(),
+        );
+        doc.status = doc.derive_status();
+        let json = serde_json::to_string(&doc).unwrap();
+        let lines = loads::console_protocol::encode(loads::console_protocol::StreamKind::Result, "run-c", &json);
+        let mut j = job("returned");
+        j.failure = Some("the machine came back to its agent without a result".into());
+        let mut w = waited(j);
+        w.serial = Some(format!("Linux version 6.1\n{}\n", lines.join("\n")));
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("lab.db")).unwrap();
+        let judged = judge_job(&store, &w).unwrap();
+        assert_eq!(judged.source, Some("console"));
+        assert_eq!(judged.document.as_ref().map(|d| d.run_id.as_str()), Some("run-c"));
+        assert_eq!(judged.result_error, None);
+        assert_eq!(judged.classification.name(), "ok", "the boot was fine; the document carries the error");
+        // A damaged stream is no document.
+        w.serial = Some(format!("{}\n", lines[0]));
+        let judged = judge_job(&store, &w).unwrap();
+        assert!(judged.document.is_none() && judged.source.is_none());
+    }
+
+    #[test]
+    fn a_candidate_that_outlives_its_job_is_a_hang() {
+        let mut w = waited(job("timed_out"));
+        w.timed_out = Some((HangKind::Total, "machine box1 did not finish the job within 60 s; power-cycled".into()));
+        let c = verdict(&w);
+        assert!(matches!(c, Classification::Hang { which: HangKind::Total, .. }), "{c:?}");
     }
 
     #[test]

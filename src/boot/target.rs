@@ -5,8 +5,10 @@ use anyhow::bail;
 use loads::lab_protocol;
 use std::path::PathBuf;
 
-/// The flags of a run on a lab machine.
-#[derive(Debug, Clone, Default, clap::Args)]
+/// The flags of a run on a lab machine (kept in a bisection's state, so a
+/// resumed bisection boots where it booted).
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct LabTargetArgs {
     /// Where to boot: `qemu` (the default) or `lab:NAME`, a machine added
     /// with `bootbench lab machine add` whose agent is up (its store is
@@ -28,6 +30,31 @@ pub struct LabTargetArgs {
     /// netconsole is up.
     #[arg(long, value_name = "CMD")]
     pub console_cmd: Option<String>,
+}
+
+impl Default for LabTargetArgs {
+    fn default() -> Self {
+        LabTargetArgs { target: "qemu".into(), lab_db: None, power_cycle: None, console_cmd: None }
+    }
+}
+
+impl LabTargetArgs {
+    /// These flags as `bootbench run` arguments (none for QEMU).
+    pub fn to_argv(&self) -> Vec<String> {
+        if self.target == "qemu" {
+            return Vec::new();
+        }
+        let mut argv = vec!["--target".to_string(), self.target.clone()];
+        let mut opt = |k: &str, v: Option<String>| {
+            if let Some(v) = v {
+                argv.extend([format!("--{k}"), v]);
+            }
+        };
+        opt("lab-db", self.lab_db.as_ref().map(|p| p.display().to_string()));
+        opt("power-cycle", self.power_cycle.clone());
+        opt("console-cmd", self.console_cmd.clone());
+        argv
+    }
 }
 
 /// Where a run boots.

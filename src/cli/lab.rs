@@ -17,6 +17,12 @@ pub enum LabCommand {
     Machine(MachineCommand),
     /// Each machine's last hello and its newest jobs.
     Status(StatusArgs),
+    /// Queue boots on a machine without waiting for them: `run`'s options
+    /// (kernels, suite, variants, boots), each boot a job; prints the
+    /// jobs' ids. The candidates upload to the receiver as the jobs of
+    /// `run --target lab:NAME` do, but nobody judges them or resets a
+    /// machine that hangs: use `run --target lab:NAME` for that.
+    Submit(Box<SubmitArgs>),
     /// Write a machine's agent: kernel, initramfs (the machine's token in
     /// its secrets segment), cmdline, and GRUB, iPXE and PXELINUX entries
     /// to make it the machine's default boot.
@@ -66,6 +72,17 @@ pub struct MachineAddArgs {
     /// Use the token in this file instead of a fresh one.
     #[arg(long)]
     pub token_file: Option<PathBuf>,
+}
+
+/// `bootbench lab submit`.
+#[derive(Debug, clap::Args)]
+pub struct SubmitArgs {
+    /// The machine that boots the jobs.
+    #[arg(long = "machine", value_name = "NAME")]
+    pub lab_machine: String,
+    /// How to boot (`bootbench run`'s options; the store is --lab-db).
+    #[command(flatten)]
+    pub run: crate::boot::options::RunOptions,
 }
 
 /// `bootbench lab status`.
@@ -130,6 +147,21 @@ pub fn run(command: &LabCommand) -> anyhow::Result<ExitCode> {
         }
         LabCommand::Status(s) => {
             print!("{}", crate::lab::status(&existing(&s.store.db)?, s.machine.as_deref(), s.jobs)?);
+        }
+        LabCommand::Submit(a) => {
+            let mut run = a.run.clone();
+            let target = format!("lab:{}", a.lab_machine);
+            if run.lab.target != "qemu" && run.lab.target != target {
+                anyhow::bail!("--target {}: lab submit boots on --machine {}", run.lab.target, a.lab_machine);
+            }
+            run.lab.target = target;
+            let crate::boot::target::Target::Lab(name) = run.lab.target()? else {
+                anyhow::bail!("--machine {}: not a machine name", a.lab_machine);
+            };
+            for job in crate::boot::lab_target::submit_lab_boots(&run, &name)? {
+                println!("{}\t{}\t{}", job.id, job.label, job.kernel.display());
+            }
+            log::info!("queued for machine '{name}'; `bootbench lab status --db DB` shows the jobs");
         }
         LabCommand::Bundle(b) => {
             let written = bundle::write(b)?;

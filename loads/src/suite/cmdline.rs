@@ -153,6 +153,30 @@ pub enum AfterRun {
 }
 
 impl AfterRun {
+    /// The ending a value of the key names.
+    pub fn from_value(value: &str) -> Option<AfterRun> {
+        match value {
+            "poweroff" => Some(AfterRun::PowerOff),
+            "reboot" => Some(AfterRun::Reboot),
+            "halt" => Some(AfterRun::Halt),
+            _ => None,
+        }
+    }
+
+    /// The ending `cmdline` asks for, read from that key alone: for a
+    /// cmdline the full parse refused (a bad value in another key), so a
+    /// lab candidate with a configuration error still reboots into its
+    /// agent rather than powering the machine off. The last valid value
+    /// wins, as in the full parse.
+    pub fn from_raw_cmdline(cmdline: &str) -> Option<AfterRun> {
+        let key = format!("{}=", lab_protocol::AFTER_KEY);
+        cmdline
+            .split_whitespace()
+            .filter_map(|w| w.strip_prefix(key.as_str()))
+            .filter_map(AfterRun::from_value)
+            .next_back()
+    }
+
     /// The key's value for this ending.
     pub fn name(self) -> &'static str {
         match self {
@@ -548,12 +572,10 @@ impl CmdlineConfig {
                     cfg.machine = Some(value.to_string());
                 }
                 "after" => {
-                    cfg.after = Some(match value {
-                        "poweroff" => AfterRun::PowerOff,
-                        "reboot" => AfterRun::Reboot,
-                        "halt" => AfterRun::Halt,
-                        _ => return Err(bad(&full, value, "expected poweroff, reboot or halt")),
-                    })
+                    cfg.after = Some(
+                        AfterRun::from_value(value)
+                            .ok_or_else(|| bad(&full, value, "expected poweroff, reboot or halt"))?,
+                    )
                 }
                 "netconsole" => cfg.netconsole = Some(parse_udp_target(&full, value)?),
                 "hw_watchdog" => cfg.hw_watchdog_s = Some(parse_num(&full, value, LIMITS.hw_watchdog_s)?),

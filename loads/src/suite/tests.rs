@@ -380,3 +380,14 @@ fn a_suites_numbers_keep_their_value_and_its_sha256_through_its_json() {
         assert_eq!(back.sha256(), s.sha256(), "{number}");
     }
 }
+
+#[test]
+fn a_cmdline_refused_for_another_key_still_says_how_the_run_ends() {
+    // The watchdog below twice the alive interval refuses the whole parse.
+    let line = "console=ttyS0 bootbench.after=reboot bootbench.hw_watchdog=30";
+    assert!(CmdlineConfig::parse(line).is_err());
+    assert_eq!(AfterRun::from_raw_cmdline(line), Some(AfterRun::Reboot));
+    assert_eq!(AfterRun::from_raw_cmdline("bootbench.after=halt bootbench.after=bogus"), Some(AfterRun::Halt));
+    assert_eq!(AfterRun::from_raw_cmdline("bootbench.after=bogus xbootbench.after=reboot"), None);
+    assert_eq!(AfterRun::from_raw_cmdline(""), None);
+}
