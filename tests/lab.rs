@@ -19,9 +19,11 @@ use std::time::{Duration, Instant};
 const BOX1: &str = "machine-token-box1-0123456789";
 const BOX2: &str = "machine-token-box2-0123456789";
 const JOB: &str = "job-token-0123456789abcdef";
+/// The label of the lab machine's scratch partition.
+const LAB_SCRATCH: &str = "bb-lab";
 
 fn spec() -> MachineSpec {
-    MachineSpec { arch: "x86_64".into(), console: "ttyS0".into(), accel: "tcg".into(), poll_s: 3 }
+    MachineSpec { arch: "x86_64".into(), console: "ttyS0".into(), accel: "tcg".into(), poll_s: 3, scratch_label: None }
 }
 
 fn receiver(db: &Path) -> Receiver {
@@ -272,7 +274,22 @@ impl LabMachine {
         let dir = support::scratch();
         let db = dir.path().join("lab.db");
         let mut store = Store::open(&db).unwrap();
-        store.add_machine("box1", &tokens::digest(BOX1), &spec()).unwrap();
+        let spec = MachineSpec { scratch_label: Some(LAB_SCRATCH.into()), ..spec() };
+        store.add_machine("box1", &tokens::digest(BOX1), &spec).unwrap();
+        // The lab's scratch partition: ext4 labelled for bootbench, with
+        // a file a job before left behind.
+        let before = dir.path().join("left-by-a-job-before");
+        std::fs::create_dir_all(before.join("contest")).unwrap();
+        std::fs::write(before.join("contest/old-load-file"), b"x").unwrap();
+        std::fs::write(before.join(".bootbench-scratch"), b"claimed by a run before\n").unwrap();
+        let out = std::process::Command::new("mke2fs")
+            .args(["-q", "-F", "-t", "ext4", "-L", LAB_SCRATCH, "-d"])
+            .arg(&before)
+            .arg(dir.path().join("scratch.img"))
+            .arg("64M")
+            .output()
+            .expect("mke2fs (e2fsprogs, scripts/setup) makes the lab machine's scratch partition");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let r = receiver(&db);
         let token_file = dir.path().join("box1.token");
         std::fs::write(&token_file, format!("{BOX1}\n")).unwrap();
@@ -312,7 +329,8 @@ impl LabMachine {
     }
 
     /// Powers the machine on: QEMU without -no-reboot, a virtio NIC on
-    /// user networking, an i6300esb watchdog, the serial console in a file.
+    /// user networking, an i6300esb watchdog, the scratch partition as a
+    /// virtio disk, the serial console in a file.
     fn power_on(&mut self) {
         let cmdline = std::fs::read_to_string(self.bundle("cmdline")).unwrap();
         let child = std::process::Command::new("qemu-system-x86_64")
@@ -323,6 +341,8 @@ impl LabMachine {
             .arg(self.bundle("initramfs.cpio"))
             .args(["-append", cmdline.trim()])
             .args(["-nic", "user,model=virtio-net-pci", "-device", "i6300esb", "-action", "watchdog=reset"])
+            .arg("-drive")
+            .arg(format!("file={},format=raw,if=virtio", self.dir.path().join("scratch.img").display()))
             .arg("-serial")
             .arg(format!("file:{}", self.serial.display()))
             .arg("-monitor")
@@ -453,6 +473,21 @@ fn a_lab_machine_boots_a_good_candidate_by_kexec_and_comes_back_to_its_agent() {
     assert!(job[0].returned_at.is_some(), "the agent said hello again after the job");
     assert!(m.wait_for_hellos(2, Duration::from_secs(5)));
     assert!(store.lab_jobs(Some("box1"), 10).unwrap().iter().all(|j| j.state != "queued"), "the queue is empty");
+    // The scratch partition was found by its label, mounted and emptied.
+    let storage = doc.provenance.storage.as_ref().expect("the candidate's storage");
+    assert_eq!(storage.scratch_label.as_deref(), Some(LAB_SCRATCH), "{storage:?}");
+    assert_eq!(storage.scratch_device.as_deref(), Some("/dev/vda"), "{storage:?}");
+    assert!(storage.scratch_mount.is_some() && storage.scratch_bytes == Some(64 << 20), "{storage:?}");
+    let listing = std::process::Command::new("debugfs")
+        .args(["-R", "ls -l /"])
+        .arg(m.dir.path().join("scratch.img"))
+        .output()
+        .expect("debugfs (e2fsprogs)");
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    assert!(
+        listing.contains("lost+found") && listing.contains(".bootbench-scratch") && !listing.contains("contest"),
+        "emptied but lost+found and the marker:\n{listing}"
+    );
     // The job's console: the serial console the lab command read, with the
     // candidate's own protocol lines, and what netconsole carried.
     assert!(boot.console_log.contains("EVENT hello"), "{}", boot.console_log);

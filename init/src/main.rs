@@ -33,6 +33,7 @@ mod secrets;
 mod signals;
 mod system_setup;
 mod test_faults;
+mod volume_label;
 mod workload_child;
 mod zram_swap;
 

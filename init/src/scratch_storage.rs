@@ -94,21 +94,47 @@ pub enum StorageError {
         #[source]
         source: nix::Error,
     },
+    /// No single filesystem carries `bootbench.scratch_label`.
+    #[error(transparent)]
+    Label(#[from] crate::volume_label::LabelError),
+    /// The scratch filesystem found by its label could not be claimed or
+    /// emptied.
+    #[error("cannot {what} {path} on the scratch filesystem (the workloads run without it)")]
+    Empty {
+        /// `read`, `create` or `remove`.
+        what: &'static str,
+        /// What could not be read, created or removed.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The filesystem with the label holds somebody's files.
+    #[error("the filesystem labelled '{label}' holds {entries} entries (e.g. '{first}') and no {SCRATCH_MARKER}: it was not made for bootbench, so nothing on it is touched (a new one made with mke2fs -L {label} is claimed by the first run)")]
+    NotOurs {
+        /// The label.
+        label: String,
+        /// How many entries besides lost+found.
+        entries: usize,
+        /// One of them.
+        first: String,
+    },
     /// umount(2) refused at the end of the run.
     #[error("cannot unmount {SCRATCH_MOUNT} (a process may still use it); the guest powers off with it mounted")]
     Unmount(#[source] nix::Error),
 }
 
-/// The device name under /sys/block: `/dev/vda` → `vda` (the cmdline key
-/// was checked to be `/dev/NAME`).
+/// The device name under /sys/class/block: `/dev/vda` → `vda` (the
+/// cmdline key was checked to be `/dev/NAME`; a device found by its label
+/// is `/dev/NAME` too, a disk or a partition).
 fn sys_name(device: &str) -> &str {
     device.rsplit('/').next().unwrap_or(device)
 }
 
 /// The device's size in bytes (sysfs counts 512-byte sectors whatever the
-/// logical block size).
+/// logical block size; a partition has its own `size`).
 fn device_bytes(device: &str) -> Result<u64, StorageError> {
-    let path = format!("/sys/block/{}/size", sys_name(device));
+    let path = format!("/sys/class/block/{}/size", sys_name(device));
     let text = read(&path)?;
     text.trim()
         .parse::<u64>()
@@ -129,7 +155,7 @@ fn offered_schedulers(text: &str) -> Vec<&str> {
 
 /// Selects `wanted` (when given) and returns the scheduler in effect.
 fn scheduler(device: &str, wanted: Option<&str>) -> Result<String, StorageError> {
-    let path = format!("/sys/block/{}/queue/scheduler", sys_name(device));
+    let path = scheduler_path(Path::new("/sys/class/block"), sys_name(device)).display().to_string();
     let before = read(&path)?;
     if let Some(wanted) = wanted {
         if !offered_schedulers(&before).contains(&wanted) {
@@ -161,6 +187,60 @@ fn mount_scratch(device: &str, fstype: &str) -> Result<(), StorageError> {
     // the block layer and VM are what is measured, so nothing is tuned.
     mount(Some(device), SCRATCH_MOUNT, Some(fstype), MsFlags::empty(), None::<&str>)
         .map_err(|source| StorageError::Mount { device: device.to_string(), fstype: fstype.to_string(), source })
+}
+
+/// The file at the root of a scratch filesystem found by its label that
+/// says bootbench may empty it: written by the first job on a new
+/// filesystem (nothing in it but `lost+found`), or by the lab.
+pub const SCRATCH_MARKER: &str = ".bootbench-scratch";
+
+/// Claims the scratch filesystem found by its label at `mount` (a lab
+/// machine's partition keeps the last job's files; a QEMU scratch disk is
+/// new at every boot): with [`SCRATCH_MARKER`], everything but the marker
+/// and `lost+found` goes; a new filesystem (only `lost+found`) gets the
+/// marker; anything else is somebody's files and is left alone, refused.
+/// Returns how many entries were removed.
+fn claim_scratch(mount: &Path, label: &str) -> Result<usize, StorageError> {
+    let read_err = |source| StorageError::Empty { what: "read", path: mount.display().to_string(), source };
+    let mut names = Vec::new();
+    for entry in fs::read_dir(mount).map_err(read_err)? {
+        names.push(entry.map_err(read_err)?.file_name().to_string_lossy().into_owned());
+    }
+    let ours = names.iter().any(|n| n == SCRATCH_MARKER);
+    let others: Vec<&String> = names.iter().filter(|n| *n != "lost+found" && *n != SCRATCH_MARKER).collect();
+    if !ours {
+        if let Some(first) = others.first() {
+            return Err(StorageError::NotOurs {
+                label: label.to_string(),
+                entries: others.len(),
+                first: first.to_string(),
+            });
+        }
+        let marker = mount.join(SCRATCH_MARKER);
+        fs::write(&marker, b"bootbench may empty this filesystem before each run\n")
+            .map_err(|source| StorageError::Empty { what: "create", path: marker.display().to_string(), source })?;
+        return Ok(0);
+    }
+    for name in &others {
+        let path = mount.join(name);
+        let is_dir = fs::symlink_metadata(&path).map(|m| m.is_dir()).unwrap_or(false);
+        let done = if is_dir { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
+        done.map_err(|source| StorageError::Empty { what: "remove", path: path.display().to_string(), source })?;
+    }
+    Ok(others.len())
+}
+
+/// The `queue/scheduler` file of block device `name` under
+/// `sys_class_block`: its own, or, for a partition, its disk's (the
+/// parent of the partition's sysfs directory, which the kernel resolves
+/// through the class link).
+fn scheduler_path(sys_class_block: &Path, name: &str) -> std::path::PathBuf {
+    let own = sys_class_block.join(name).join("queue/scheduler");
+    if own.exists() {
+        own
+    } else {
+        sys_class_block.join(name).join("../queue/scheduler")
+    }
 }
 
 /// The virtio serial of block device `name` (`/sys/block/NAME/serial`),
@@ -205,7 +285,12 @@ fn mount_pack(serial: &str) -> Result<String, StorageError> {
 /// when nothing was asked) and every failure; a failed piece is left out
 /// and the rest still goes on.
 pub fn setup(cmdline: &CmdlineConfig) -> (Option<StorageInfo>, Vec<StorageError>) {
-    if cmdline.scratch.is_none() && cmdline.swap.is_none() && cmdline.zram_bytes.is_none() && cmdline.pack.is_none() {
+    if cmdline.scratch.is_none()
+        && cmdline.scratch_label.is_none()
+        && cmdline.swap.is_none()
+        && cmdline.zram_bytes.is_none()
+        && cmdline.pack.is_none()
+    {
         return (None, Vec::new());
     }
     let mut info = StorageInfo::default();
@@ -219,19 +304,46 @@ pub fn setup(cmdline: &CmdlineConfig) -> (Option<StorageInfo>, Vec<StorageError>
             Err(e) => errors.push(e),
         }
     }
-    let scratch_is_pack = match (&cmdline.scratch, &cmdline.pack) {
+    // The scratch device: named by the host, or found by its label (never
+    // a device whose filesystem does not carry it).
+    let scratch = match (&cmdline.scratch, &cmdline.scratch_label) {
+        (Some(device), _) => Some(device.clone()),
+        (None, Some(label)) => {
+            match crate::volume_label::find(Path::new("/sys/class/block"), Path::new("/dev"), label, DEVICE_WAIT) {
+                Ok(device) => {
+                    info.scratch_label = Some(label.clone());
+                    Some(device)
+                }
+                Err(e) => {
+                    errors.push(e.into());
+                    None
+                }
+            }
+        }
+        (None, None) => None,
+    };
+    let scratch_is_pack = match (&scratch, &cmdline.pack) {
         (Some(device), Some(serial)) => serial_of(Path::new("/sys/block"), sys_name(device)).as_ref() == Some(serial),
         _ => false,
     };
-    if let (true, Some(device), Some(serial)) = (scratch_is_pack, &cmdline.scratch, &cmdline.pack) {
+    if let (true, Some(device), Some(serial)) = (scratch_is_pack, &scratch, &cmdline.pack) {
         errors.push(StorageError::ScratchIsPack { device: device.clone(), serial: serial.clone() });
-    } else if let Some(device) = &cmdline.scratch {
+    } else if let Some(device) = &scratch {
         let fstype = cmdline.scratch_fs.as_deref().unwrap_or(DEFAULT_SCRATCH_FS);
         info.scratch_device = Some(device.clone());
         info.scratch_fs = Some(fstype.to_string());
         match mount_scratch(device, fstype) {
             Ok(()) => {
                 info.scratch_mount = Some(SCRATCH_MOUNT.to_string());
+                if let Some(label) = info.scratch_label.clone() {
+                    if let Err(e) = claim_scratch(Path::new(SCRATCH_MOUNT), &label) {
+                        // Files of another run would be measured among:
+                        // the workloads get no scratch filesystem.
+                        errors.push(e);
+                        let _ = umount(SCRATCH_MOUNT);
+                        info.scratch_mount = None;
+                    }
+                }
                 match device_bytes(device) {
                     Ok(b) => info.scratch_bytes = Some(b),
                     Err(e) => errors.push(e),
@@ -286,6 +398,57 @@ pub fn teardown(info: Option<&StorageInfo>) -> Result<(), StorageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_scratch_filesystem_is_claimed_a_claimed_one_emptied_and_a_foreign_one_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = dir.path();
+        let names = |m: &Path| {
+            let mut v: Vec<String> =
+                fs::read_dir(m).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+            v.sort();
+            v
+        };
+        // New (mke2fs made it): claimed, nothing removed.
+        fs::create_dir_all(m.join("lost+found")).unwrap();
+        assert_eq!(claim_scratch(m, "bb").unwrap(), 0);
+        assert_eq!(names(m), [SCRATCH_MARKER, "lost+found"]);
+        // Ours, with a job's files: emptied, marker and lost+found kept.
+        fs::create_dir_all(m.join("contest/io_load/deep")).unwrap();
+        fs::write(m.join("contest/io_load/deep/f"), b"x").unwrap();
+        fs::write(m.join("left-over"), b"y").unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("keep"), b"k").unwrap();
+        std::os::unix::fs::symlink(outside.path(), m.join("link-out")).unwrap();
+        assert_eq!(claim_scratch(m, "bb").unwrap(), 3);
+        assert_eq!(names(m), [SCRATCH_MARKER, "lost+found"]);
+        assert!(outside.path().join("keep").exists(), "a symlink's target is never followed");
+        // Somebody's filesystem: refused, untouched.
+        let other = tempfile::tempdir().unwrap();
+        fs::write(other.path().join("thesis.tex"), b"z").unwrap();
+        let e = claim_scratch(other.path(), "data").unwrap_err().to_string();
+        assert!(e.contains("'data'") && e.contains("thesis.tex") && e.contains("not made for bootbench"), "{e}");
+        assert_eq!(names(other.path()), ["thesis.tex"]);
+        let e = claim_scratch(&m.join("missing"), "bb").unwrap_err().to_string();
+        assert!(e.contains("cannot read"), "{e}");
+    }
+
+    #[test]
+    fn a_partitions_scheduler_is_its_disks() {
+        let dir = tempfile::tempdir().unwrap();
+        let devices = dir.path().join("devices/pci0/block/sda");
+        fs::create_dir_all(devices.join("queue")).unwrap();
+        fs::create_dir_all(devices.join("sda2")).unwrap();
+        fs::write(devices.join("queue/scheduler"), "[mq-deadline] none\n").unwrap();
+        let class = dir.path().join("class/block");
+        fs::create_dir_all(&class).unwrap();
+        std::os::unix::fs::symlink(&devices, class.join("sda")).unwrap();
+        std::os::unix::fs::symlink(devices.join("sda2"), class.join("sda2")).unwrap();
+        for name in ["sda", "sda2"] {
+            let text = fs::read_to_string(scheduler_path(&class, name)).unwrap();
+            assert_eq!(active_scheduler(&text), Some("mq-deadline"), "{name}");
+        }
+    }
 
     #[test]
     fn scheduler_file_is_read() {

@@ -178,6 +178,9 @@ pub struct StorageInfo {
     /// The scratch block device, e.g. `/dev/vda`.
     #[serde(default)]
     pub scratch_device: Option<String>,
+    /// The volume label it was found by (`bootbench.scratch_label`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scratch_label: Option<String>,
     /// Filesystem type mounted on it, e.g. `ext4`.
     #[serde(default)]
     pub scratch_fs: Option<String>,

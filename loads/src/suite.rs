@@ -26,7 +26,8 @@ mod tests;
 
 pub use builtin::{BUILTIN_SUITES, REAL_BUILD_ARCHES};
 pub use cmdline::{
-    is_secret_key, redact_secrets, secret_values, split_cmdline, AfterRun, CmdlineConfig, IpSetting, Role, ACCEL_MODES,
-    DEFAULT_SCRATCH_FS, IO_SCHEDULERS, MIN_ZRAM_BYTES, PACK_FS, PACK_MOUNT, PACK_SERIAL, REDACTED, TEST_FAULTS,
+    is_secret_key, redact_secrets, secret_values, split_cmdline, valid_scratch_label, AfterRun, CmdlineConfig,
+    IpSetting, Role, ACCEL_MODES, DEFAULT_SCRATCH_FS, IO_SCHEDULERS, MAX_SCRATCH_LABEL, MIN_ZRAM_BYTES, PACK_FS,
+    PACK_MOUNT, PACK_SERIAL, REDACTED, TEST_FAULTS,
 };
 pub use document::{Limits, Suite, SuiteError, WorkloadSpec, LIMITS};

@@ -640,7 +640,8 @@ impl Lab for QemuLab {
         let suite_file = suite_file_of(&self.initramfs);
         opt("suite", if suite_file.is_file() { suite_file.display().to_string() } else { b.suite.clone() });
         if let Some(m) = &b.modules_dir {
-            opt("modules-dir", m.display().to_string());
+            // Relative: in the tree, where this commit's build left them.
+            opt("modules-dir", self.settings.tree.join(m).display().to_string());
         }
         if b.lab.target == "qemu" {
             opt("initramfs", self.initramfs.display().to_string());

@@ -59,7 +59,10 @@ pub struct BootOptions {
     pub timeout_total: u64,
     /// The candidates' lib/modules/RELEASE tree, for the modules a boot
     /// needs that the candidates do not build in (a lab machine's NIC,
-    /// netconsole and watchdog drivers).
+    /// netconsole and watchdog drivers): relative to the tree, where each
+    /// commit's build installs its own (e.g. `make modules_install
+    /// INSTALL_MOD_PATH=out/mods` and `out/mods/lib/modules/RELEASE`), or
+    /// absolute for one tree every candidate shares (the same release).
     #[arg(long)]
     #[serde(default)]
     pub modules_dir: Option<PathBuf>,

@@ -43,6 +43,8 @@ struct LabPlan {
     base_url: String,
     arch: qemu::Arch,
     netconsole: Option<String>,
+    /// The machine's scratch partition, by its label.
+    scratch_label: Option<String>,
     kernels: Vec<KernelUnderTest>,
     images: Vec<PreparedImage>,
     variants: Vec<crate::boot::options::Variant>,
@@ -94,15 +96,53 @@ fn plan(args: &RunOptions, machine_name: &str) -> anyhow::Result<LabPlan> {
     if let Some(w) = suite.workloads.iter().find(|w| loads::workloads::needs_pack(w)) {
         bail!("workload {} needs the userland pack, which a lab machine cannot have yet (no disk for it)", w.name);
     }
-    if crate::suite_choice::scratch_room(&suite, args.smp())?.is_some() {
-        bail!("suite {} needs a scratch disk, which a lab machine cannot have yet", args.suite);
+    // A machine with a scratch partition mounts it in every job, so every
+    // job of the machine boots with the same storage.
+    let scratch_label = machine.spec.scratch_label.clone();
+    // QEMU's disks do not exist on a lab machine: its storage is its
+    // scratch partition.
+    let qemu_disks = [
+        ("--scratch-disk", !["auto", "none"].contains(&args.scratch_disk.as_str()), args.scratch_disk.as_str()),
+        ("--swap", !["auto", "none"].contains(&args.swap.as_str()), args.swap.as_str()),
+        ("--zram", args.zram != "none", args.zram.as_str()),
+        ("--pack", !["auto", "none"].contains(&args.pack.as_str()), args.pack.as_str()),
+        ("--disk-throttle", args.disk_throttle.is_some(), args.disk_throttle.as_deref().unwrap_or_default()),
+    ];
+    if let Some((flag, _, value)) = qemu_disks.iter().find(|(_, given, _)| *given) {
+        bail!(
+            "{flag} {value}: QEMU's disks do not exist on lab machine '{machine_name}'; its storage is the scratch partition its --scratch-label names"
+        );
+    }
+    if args.iosched.is_some() && scratch_label.is_none() {
+        bail!("--iosched: lab machine '{machine_name}' has no scratch partition (lab machine add --scratch-label) to schedule");
+    }
+    if let (Some(bytes), None) = (crate::suite_choice::scratch_room(&suite, args.smp())?, &scratch_label) {
+        bail!(
+            "suite {} needs a scratch disk ({} MiB), and lab machine '{machine_name}' has none: give it a partition with an ext4 filesystem labelled for bootbench (mke2fs -t ext4 -L LABEL) and add the machine with --scratch-label LABEL",
+            args.suite,
+            bytes >> 20
+        );
     }
     let variants = parse_variants(&args.variants)?;
     let kernels = resolve_kernels(args, arch)?;
     let work = tempfile::Builder::new().prefix("bootbench-lab-").tempdir().context("cannot create a temp dir")?;
     let mut images = Vec::new();
     for k in &kernels {
-        images.push(prepare_image(args, arch, &suite, k, &[], work.path())?);
+        let early = match (&scratch_label, &k.config) {
+            (Some(_), Some(config)) => {
+                let config = crate::boot::scratch_disk::KernelConfig::read(config)?;
+                crate::boot::scratch_disk::lab_scratch_modules(&config, k.modules_known(), args.iosched.as_deref())?
+            }
+            (Some(label), None) => {
+                log::warn!(
+                    "{}: no kernel config found, so no disk or ext4 module is packed for the scratch partition '{label}': they must be built in",
+                    k.image.display()
+                );
+                Vec::new()
+            }
+            (None, _) => Vec::new(),
+        };
+        images.push(prepare_image(args, arch, &suite, k, &early, work.path())?);
     }
     let netconsole = netconsole_target(&machine);
     if netconsole.is_none() {
@@ -110,7 +150,7 @@ fn plan(args: &RunOptions, machine_name: &str) -> anyhow::Result<LabPlan> {
             "lab machine '{machine_name}': the receiver has no netconsole sink (serve --netconsole), so a panic is seen only on a serial console (--console-cmd)"
         );
     }
-    Ok(LabPlan { store, machine, base_url, arch, netconsole, kernels, images, variants, work })
+    Ok(LabPlan { store, machine, base_url, arch, netconsole, scratch_label, kernels, images, variants, work })
 }
 
 impl LabPlan {
@@ -143,7 +183,12 @@ impl LabPlan {
             initrd: initrd_file,
             token: crate::service::tokens::digest(&job_token),
         };
-        let words = [args.append.as_deref().unwrap_or(""), variant.words.as_str()].join(" ");
+        let mut scratch =
+            self.scratch_label.as_ref().map(|l| format!("bootbench.scratch_label={l}")).unwrap_or_default();
+        if let Some(s) = &args.iosched {
+            scratch.push_str(&format!(" bootbench.iosched={s}"));
+        }
+        let words = [scratch.as_str(), args.append.as_deref().unwrap_or(""), variant.words.as_str()].join(" ");
         let capacity = self.arch.profile().cmdline_capacity;
         let (machine, base_url, netconsole) = (&self.machine, &self.base_url, self.netconsole.as_deref());
         Ok(self.store.lab_submit(&new, |id| candidate_cmdline(machine, base_url, id, netconsole, &words, capacity))?)
@@ -197,16 +242,27 @@ pub struct Submitted {
 /// (`bootbench lab submit`): the jobs, in the order the agent takes them.
 /// Their candidates upload to the receiver as a waiting run's do; nobody
 /// resets the machine if one hangs.
-pub fn submit_lab_boots(args: &RunOptions, machine_name: &str) -> anyhow::Result<Vec<Submitted>> {
+pub fn submit_lab_boots(
+    args: &RunOptions,
+    machine_name: &str,
+    mut queued: impl FnMut(&Submitted),
+) -> anyhow::Result<Vec<Submitted>> {
+    if args.lab.power_cycle.is_some() || args.lab.console_cmd.is_some() || args.output.is_some() {
+        bail!("--power-cycle, --console-cmd and -o are for a run that waits (run --target lab:{machine_name}); lab submit only queues");
+    }
     let mut plan = plan(args, machine_name)?;
     let mut jobs = Vec::new();
     for (index, (_, ki, vi)) in plan.schedule(args).into_iter().enumerate() {
         let id = plan.queue(args, ki, vi, index)?;
-        jobs.push(Submitted {
+        let job = Submitted {
             id,
             kernel: plan.kernels[ki].image.clone(),
             label: group_label(&args.label, &plan.variants[vi]),
-        });
+        };
+        // Said as soon as it is queued: a later job that cannot be queued
+        // leaves the earlier ones known.
+        queued(&job);
+        jobs.push(job);
     }
     Ok(jobs)
 }
@@ -475,8 +531,14 @@ fn judge_job(store: &Store, w: &Waited) -> anyhow::Result<Judged> {
     scan.finish();
     // Without an upload (a candidate whose cmdline was refused never read
     // its upload key), the serial console may still hold the document.
-    let from_console =
-        || scan.decoder().last_document().ok().and_then(|j| serde_json::from_str::<RunDocument>(&j).ok());
+    let this_job = format!("{}={}", lab_protocol::JOB_KEY, w.job.id);
+    let from_console = || {
+        scan.decoder()
+            .last_document()
+            .ok()
+            .and_then(|j| serde_json::from_str::<RunDocument>(&j).ok())
+            .filter(|d| d.provenance.kernel.cmdline.split_whitespace().any(|word| word == this_job))
+    };
     let (document, result_error, source) = match &uploaded {
         Some(body) => match serde_json::from_slice::<RunDocument>(body) {
             Ok(d) => (Some(d), None, Some("upload")),
@@ -637,6 +699,7 @@ mod tests {
                 console: "ttyS0,115200n8".into(),
                 accel: "tcg".into(),
                 poll_s: 5,
+                scratch_label: None,
             },
             revoked: false,
             last_hello_at: None,
@@ -766,6 +829,7 @@ mod tests {
     #[test]
     fn without_an_upload_the_document_the_serial_console_carried_is_the_result() {
         let mut doc = loads::runner::begin_document("run-c", None, None);
+        doc.provenance.kernel.cmdline = "console=ttyS0 bootbench.lab_job=3 bootbench.hw_watchdog=30".into();
         loads::runner::push_error(
             &mut doc,
             "config",
@@ -785,6 +849,17 @@ mod tests {
         assert_eq!(judged.document.as_ref().map(|d| d.run_id.as_str()), Some("run-c"));
         assert_eq!(judged.result_error, None);
         assert_eq!(judged.classification.name(), "ok", "the boot was fine; the document carries the error");
+        // Another job's document (a console that kept an earlier one) is not this one's.
+        let mut other = doc.clone();
+        other.provenance.kernel.cmdline = "console=ttyS0 bootbench.lab_job=31".into();
+        let other_lines = loads::console_protocol::encode(
+            loads::console_protocol::StreamKind::Result,
+            "run-o",
+            &serde_json::to_string(&other).unwrap(),
+        );
+        let mut w2 = waited(w.job.clone());
+        w2.serial = Some(format!("{}\n", other_lines.join("\n")));
+        assert!(judge_job(&store, &w2).unwrap().document.is_none());
         // A damaged stream is no document.
         w.serial = Some(format!("{}\n", lines[0]));
         let judged = judge_job(&store, &w).unwrap();

@@ -69,6 +69,14 @@ pub struct MachineAddArgs {
     /// Seconds the agent waits between two asks when nothing is queued.
     #[arg(long, default_value_t = 10)]
     pub poll: u64,
+    /// The volume label of the ext2/3/4 filesystem on the partition (or
+    /// disk) the lab gives bootbench for scratch space, made with `mke2fs
+    /// -t ext4 -L LABEL`: every candidate mounts the one filesystem with
+    /// that label as its scratch space (contest's disk loads, builds) and
+    /// empties it first; nothing else on the machine is touched. Without
+    /// it, suites that need a scratch disk are refused for the machine.
+    #[arg(long, value_name = "LABEL")]
+    pub scratch_label: Option<String>,
     /// Use the token in this file instead of a fresh one.
     #[arg(long)]
     pub token_file: Option<PathBuf>,
@@ -115,6 +123,7 @@ pub fn run(command: &LabCommand) -> anyhow::Result<ExitCode> {
                 console: a.console.clone(),
                 accel: a.accel.clone(),
                 poll_s: a.poll,
+                scratch_label: a.scratch_label.clone(),
             };
             crate::lab::check_machine(&a.name, &spec)?;
             let secret = match &a.token_file {
@@ -158,9 +167,9 @@ pub fn run(command: &LabCommand) -> anyhow::Result<ExitCode> {
             let crate::boot::target::Target::Lab(name) = run.lab.target()? else {
                 anyhow::bail!("--machine {}: not a machine name", a.lab_machine);
             };
-            for job in crate::boot::lab_target::submit_lab_boots(&run, &name)? {
+            crate::boot::lab_target::submit_lab_boots(&run, &name, |job| {
                 println!("{}\t{}\t{}", job.id, job.label, job.kernel.display());
-            }
+            })?;
             log::info!("queued for machine '{name}'; `bootbench lab status --db DB` shows the jobs");
         }
         LabCommand::Bundle(b) => {

@@ -62,6 +62,12 @@ pub fn check_machine(name: &str, spec: &MachineSpec) -> Result<(), LabError> {
     if !["bare-metal", "kvm", "tcg"].contains(&spec.accel.as_str()) {
         return Err(bad(format!("--accel {}: bare-metal, kvm or tcg", spec.accel)));
     }
+    if let Some(l) = spec.scratch_label.as_deref().filter(|l| !loads::suite::valid_scratch_label(l)) {
+        return Err(bad(format!(
+            "--scratch-label '{l}': an ext2/3/4 volume label, 1 to {} letters, digits, '.', '_' or '-'",
+            loads::suite::MAX_SCRATCH_LABEL
+        )));
+    }
     if spec.poll_s == 0 || spec.poll_s > loads::lab_protocol::MAX_POLL_S {
         return Err(bad(format!("--poll {}: 1 to {} seconds", spec.poll_s, loads::lab_protocol::MAX_POLL_S)));
     }
@@ -78,11 +84,12 @@ pub fn status(store: &Store, machine: Option<&str>, jobs: usize) -> anyhow::Resu
     let mut out = String::new();
     for m in &machines {
         out.push_str(&format!(
-            "machine {} ({}, console {}, accel {}){}: last hello {}{}\n",
+            "machine {} ({}, console {}, accel {}{}){}: last hello {}{}\n",
             m.name,
             m.spec.arch,
             m.spec.console,
             m.spec.accel,
+            m.spec.scratch_label.as_deref().map(|l| format!(", scratch label {l}")).unwrap_or_default(),
             if m.revoked { " REVOKED" } else { "" },
             m.last_hello_at.as_deref().unwrap_or("never"),
             m.last_hello.as_ref().map(|h| format!(" (agent kernel {})", h.agent_kernel)).unwrap_or_default()

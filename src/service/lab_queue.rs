@@ -83,6 +83,11 @@ pub struct MachineSpec {
     pub accel: String,
     /// Seconds the agent waits between two asks when nothing is queued.
     pub poll_s: u64,
+    /// The volume label of the ext2/3/4 filesystem on the partition the
+    /// lab gave bootbench for scratch space (`mke2fs -L LABEL`), if any:
+    /// every candidate mounts the one filesystem with that label, and
+    /// empties it first.
+    pub scratch_label: Option<String>,
 }
 
 /// A machine as the store has it.
@@ -192,7 +197,13 @@ fn machine_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Machine> {
     let hello: Option<String> = r.get(7)?;
     Ok(Machine {
         name: r.get(0)?,
-        spec: MachineSpec { arch: r.get(1)?, console: r.get(2)?, accel: r.get(3)?, poll_s: r.get::<_, i64>(4)? as u64 },
+        spec: MachineSpec {
+            arch: r.get(1)?,
+            console: r.get(2)?,
+            accel: r.get(3)?,
+            poll_s: r.get::<_, i64>(4)? as u64,
+            scratch_label: r.get(11)?,
+        },
         revoked: r.get::<_, Option<String>>(5)?.is_some(),
         last_hello_at: r.get(6)?,
         last_hello: hello.and_then(|h| serde_json::from_str(&h).ok()),
@@ -203,7 +214,8 @@ fn machine_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Machine> {
 }
 
 const MACHINE_SELECT: &str = "SELECT m.name, m.arch, m.console, m.accel, m.poll_s, t.revoked_at, m.last_hello_at, \
-     m.last_hello, m.agent_addr, m.base_url, m.netconsole_port FROM lab_machines m JOIN tokens t ON t.name = m.name";
+     m.last_hello, m.agent_addr, m.base_url, m.netconsole_port, m.scratch_label FROM lab_machines m \
+     JOIN tokens t ON t.name = m.name";
 
 impl Store {
     /// Where the job files live: a directory beside the store file.
@@ -246,8 +258,9 @@ impl Store {
             }
         })?;
         tx.execute(
-            "INSERT INTO lab_machines (name, arch, console, accel, poll_s, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![name, spec.arch, spec.console, spec.accel, spec.poll_s as i64, now()],
+            "INSERT INTO lab_machines (name, arch, console, accel, poll_s, created_at, scratch_label) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![name, spec.arch, spec.console, spec.accel, spec.poll_s as i64, now(), spec.scratch_label],
         )
         .map_err(err("adding the machine"))?;
         tx.commit().map_err(err("committing"))?;
@@ -618,7 +631,13 @@ mod tests {
     use crate::service::tokens;
 
     fn spec() -> MachineSpec {
-        MachineSpec { arch: "x86_64".into(), console: "ttyS0".into(), accel: "tcg".into(), poll_s: 5 }
+        MachineSpec {
+            arch: "x86_64".into(),
+            console: "ttyS0".into(),
+            accel: "tcg".into(),
+            poll_s: 5,
+            scratch_label: None,
+        }
     }
 
     fn file(n: u8) -> JobFile {

@@ -22,13 +22,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Layout version of the store (SQLite `user_version`).
-pub const STORE_VERSION: i64 = 3;
+pub const STORE_VERSION: i64 = 4;
 
 /// The steps from one layout to the next: the version each makes and its
 /// SQL. [`Store::open`] runs the ones above the file's `user_version`, in
 /// order, in one transaction, so a store an older bootbench made is brought
 /// up to date when a writer opens it (readers read either layout).
-const MIGRATIONS: &[(i64, &str)] = &[(1, LAYOUT_1), (2, LAYOUT_2), (3, LAYOUT_3)];
+const MIGRATIONS: &[(i64, &str)] = &[(1, LAYOUT_1), (2, LAYOUT_2), (3, LAYOUT_3), (4, LAYOUT_4)];
 
 /// The runs table.
 const LAYOUT_1: &str = "
@@ -62,6 +62,11 @@ CREATE TABLE tokens (
     created_at  TEXT NOT NULL,
     revoked_at  TEXT
 );
+";
+
+/// A lab machine's scratch partition, by the label of its filesystem.
+const LAYOUT_4: &str = "
+ALTER TABLE lab_machines ADD COLUMN scratch_label TEXT;
 ";
 
 /// The lab's machines and their job queues (`crate::service::lab_queue`).
@@ -1459,6 +1464,36 @@ pub(crate) mod tests {
         assert_eq!(names, [("new", Some("lab-1")), ("old", None)]);
         assert_eq!(store.tokens().unwrap().len(), 1);
         store.ping().unwrap();
+    }
+
+    #[test]
+    fn a_layout_3_lab_machine_is_kept_and_gains_no_scratch_label_and_a_new_one_keeps_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("lab3.db");
+        let conn = Connection::open(&db).unwrap();
+        for sql in [LAYOUT_1, LAYOUT_2, LAYOUT_3] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch(
+            "INSERT INTO tokens (name, sha256, can_upload, can_read, created_at) VALUES ('box0', 'aa', 1, 0, 't');
+             INSERT INTO lab_machines (name, arch, console, accel, poll_s, created_at)
+             VALUES ('box0', 'x86_64', 'ttyS0', 'bare-metal', 10, 't');",
+        )
+        .unwrap();
+        conn.pragma_update(None, "user_version", 3).unwrap();
+        drop(conn);
+        let mut store = Store::open(&db).unwrap();
+        let old = store.machine("box0").unwrap();
+        assert_eq!((old.spec.poll_s, old.spec.scratch_label), (10, None));
+        let spec = crate::service::lab_queue::MachineSpec {
+            arch: "x86_64".into(),
+            console: "ttyS0".into(),
+            accel: "bare-metal".into(),
+            poll_s: 10,
+            scratch_label: Some("bb-scratch".into()),
+        };
+        store.add_machine("box1", &crate::service::tokens::digest("0123456789abcdef-box1"), &spec).unwrap();
+        assert_eq!(store.machine("box1").unwrap().spec, spec);
     }
 
     #[test]

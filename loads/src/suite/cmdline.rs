@@ -65,8 +65,15 @@ pub struct CmdlineConfig {
     /// `bootbench.scratch=/dev/NAME`: the whole block device the init
     /// mounts at `/scratch` before the workloads (contest's disk loads).
     pub scratch: Option<String>,
+    /// `bootbench.scratch_label=LABEL`: the scratch filesystem is the one
+    /// ext2/3/4 filesystem whose volume label is LABEL, on whatever disk or
+    /// partition holds it (a lab machine's dedicated partition, made with
+    /// `mke2fs -L LABEL`); the init checks the label before it mounts
+    /// anything, and empties the filesystem before the workloads. Not with
+    /// `bootbench.scratch`.
+    pub scratch_label: Option<String>,
     /// `bootbench.scratch_fs=TYPE`: its filesystem (default `ext4`; only
-    /// with `bootbench.scratch`).
+    /// with `bootbench.scratch` or `bootbench.scratch_label`).
     pub scratch_fs: Option<String>,
     /// `bootbench.swap=/dev/NAME`: a block device the init enables as swap.
     pub swap: Option<String>,
@@ -170,10 +177,9 @@ impl AfterRun {
     /// wins, as in the full parse.
     pub fn from_raw_cmdline(cmdline: &str) -> Option<AfterRun> {
         let key = format!("{}=", lab_protocol::AFTER_KEY);
-        cmdline
-            .split_whitespace()
-            .filter_map(|w| w.strip_prefix(key.as_str()))
-            .filter_map(AfterRun::from_value)
+        split_cmdline(cmdline)
+            .into_iter()
+            .filter_map(|w| w.strip_prefix(key.as_str()).and_then(AfterRun::from_value))
             .next_back()
     }
 
@@ -185,6 +191,18 @@ impl AfterRun {
             AfterRun::Halt => "halt",
         }
     }
+}
+
+/// The longest `bootbench.scratch_label`: an ext2/3/4 volume name.
+pub const MAX_SCRATCH_LABEL: usize = 16;
+
+/// Whether `label` can be a `bootbench.scratch_label` (and `bootbench lab
+/// machine add --scratch-label`): 1 to [`MAX_SCRATCH_LABEL`] letters,
+/// digits, '.', '_' or '-'.
+pub fn valid_scratch_label(label: &str) -> bool {
+    !label.is_empty()
+        && label.len() <= MAX_SCRATCH_LABEL
+        && label.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
 }
 
 /// Block schedulers `bootbench.iosched` may name (what blk-mq offers).
@@ -237,6 +255,7 @@ const KNOWN_KEYS: &[&str] = &[
     "upload_attempts",
     "upload_timeout",
     "scratch",
+    "scratch_label",
     "scratch_fs",
     "swap",
     "iosched",
@@ -520,6 +539,19 @@ impl CmdlineConfig {
                 "upload_attempts" => cfg.upload_attempts = Some(parse_num(&full, value, LIMITS.upload_attempts)?),
                 "upload_timeout" => cfg.upload_timeout_s = Some(parse_num(&full, value, LIMITS.upload_timeout_s)?),
                 "scratch" => cfg.scratch = Some(parse_block_device(&full, value)?),
+                "scratch_label" => {
+                    // What an ext2/3/4 superblock's volume name holds.
+                    if !valid_scratch_label(value) {
+                        return Err(bad(
+                            &full,
+                            value,
+                            &format!(
+                                "expected a volume label of 1 to {MAX_SCRATCH_LABEL} letters, digits, '.', '_' or '-'"
+                            ),
+                        ));
+                    }
+                    cfg.scratch_label = Some(value.to_string());
+                }
                 "swap" => cfg.swap = Some(parse_block_device(&full, value)?),
                 "pack" => {
                     // What a virtio-blk serial can hold whole.
@@ -672,13 +704,25 @@ impl CmdlineConfig {
     /// disk: without one they would configure nothing. The swap device
     /// cannot also be the scratch disk.
     fn check_storage_keys(&self) -> Result<(), SuiteError> {
-        if self.scratch.is_none() {
+        if let (Some(_), Some(label)) = (&self.scratch, &self.scratch_label) {
+            return Err(bad("bootbench.scratch_label", label, "give the scratch disk by device or by label, not both"));
+        }
+        if let (Some(fs), Some(_)) = (&self.scratch_fs, &self.scratch_label) {
+            if !["ext2", "ext3", "ext4"].contains(&fs.as_str()) {
+                return Err(bad(
+                    "bootbench.scratch_fs",
+                    fs,
+                    "a filesystem found by bootbench.scratch_label is ext2, ext3 or ext4 (its label is read from that superblock)",
+                ));
+            }
+        }
+        if self.scratch.is_none() && self.scratch_label.is_none() {
             let given =
                 [("bootbench.scratch_fs", self.scratch_fs.is_some()), ("bootbench.iosched", self.iosched.is_some())];
             if let Some((key, _)) = given.iter().find(|(_, g)| *g) {
                 return Err(SuiteError::UnknownKey {
                     key: key.to_string(),
-                    known: "it only applies with bootbench.scratch=/dev/NAME".into(),
+                    known: "it only applies with bootbench.scratch=/dev/NAME or bootbench.scratch_label=LABEL".into(),
                 });
             }
         }

@@ -390,4 +390,26 @@ fn a_cmdline_refused_for_another_key_still_says_how_the_run_ends() {
     assert_eq!(AfterRun::from_raw_cmdline("bootbench.after=halt bootbench.after=bogus"), Some(AfterRun::Halt));
     assert_eq!(AfterRun::from_raw_cmdline("bootbench.after=bogus xbootbench.after=reboot"), None);
     assert_eq!(AfterRun::from_raw_cmdline(""), None);
+    // Words as the kernel splits them: quotes hold a word together.
+    assert_eq!(AfterRun::from_raw_cmdline("\"bootbench.after=reboot\" bootbench.x=1"), Some(AfterRun::Reboot));
+    assert_eq!(AfterRun::from_raw_cmdline("x=\"a bootbench.after=halt\""), None);
+}
+
+#[test]
+fn a_scratch_filesystem_is_named_by_device_or_by_label_never_both() {
+    let c = CmdlineConfig::parse("bootbench.scratch_label=bb-scratch bootbench.iosched=bfq").unwrap();
+    assert_eq!((c.scratch_label.as_deref(), c.scratch.as_deref()), (Some("bb-scratch"), None));
+    assert_eq!(c.iosched.as_deref(), Some("bfq"), "the scheduler applies to a labelled scratch filesystem too");
+    for bad in ["", "seventeen-letters", "bb/scratch", "bb=x", "bb,x"] {
+        let e = CmdlineConfig::parse(&format!("bootbench.scratch_label={bad}")).unwrap_err().to_string();
+        assert!(e.contains("bootbench.scratch_label"), "{bad}: {e}");
+    }
+    assert!(CmdlineConfig::parse("bootbench.scratch_label=sixteen-letters").is_ok());
+    let e = CmdlineConfig::parse("bootbench.scratch=/dev/vda bootbench.scratch_label=bb").unwrap_err().to_string();
+    assert!(e.contains("not both"), "{e}");
+    let e = CmdlineConfig::parse("bootbench.scratch_label=bb bootbench.scratch_fs=xfs").unwrap_err().to_string();
+    assert!(e.contains("bootbench.scratch_fs") && e.contains("ext2, ext3 or ext4"), "{e}");
+    assert!(CmdlineConfig::parse("bootbench.scratch_label=bb bootbench.scratch_fs=ext3").is_ok());
+    let e = CmdlineConfig::parse("bootbench.scratch_fs=xfs").unwrap_err().to_string();
+    assert!(e.contains("bootbench.scratch_label=LABEL"), "{e}");
 }

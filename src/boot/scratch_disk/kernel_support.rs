@@ -71,6 +71,55 @@ const SCRATCH_NEEDS: &[(&str, &str, &str)] = &[
     ("CRYPTO_CRC32C", "crc32c_generic", "ext4 metadata checksums"),
 ];
 
+/// What a lab machine's scratch partition needs: the disk controllers
+/// real machines and VMs have (whichever the kernel builds as modules are
+/// packed: which one the machine has is not known here), ext4 and its
+/// checksum. Only ext4 is required.
+const LAB_SCRATCH_NEEDS: &[(&str, &str, &str)] = &[
+    ("SATA_AHCI", "ahci", "SATA disks"),
+    ("BLK_DEV_SD", "sd_mod", "SCSI/SATA disks"),
+    ("BLK_DEV_NVME", "nvme", "NVMe disks"),
+    ("VIRTIO_PCI", "virtio_pci", "virtio disks"),
+    ("VIRTIO_BLK", "virtio_blk", "virtio disks"),
+    ("EXT4_FS", "ext4", "the ext4 scratch partition"),
+    ("CRYPTO_CRC32C", "crc32c_generic", "ext4 metadata checksums"),
+];
+
+/// The modules a lab machine's candidate loads early to find and mount its
+/// scratch partition by label: every one of [`LAB_SCRATCH_NEEDS`] the
+/// kernel builds as a module. A kernel without ext4 cannot mount it.
+pub fn lab_scratch_modules(
+    config: &KernelConfig,
+    modules_dir_known: bool,
+    iosched: Option<&str>,
+) -> Result<Vec<String>, ScratchDiskError> {
+    let mut needs: Vec<(&str, &str, &str)> = LAB_SCRATCH_NEEDS.to_vec();
+    if let Some(wanted) = iosched {
+        match SCHEDULERS.iter().find(|(name, _)| *name == wanted) {
+            Some((_, Some((option, module)))) => needs.push((option, module, "the block scheduler (--iosched)")),
+            Some((_, None)) => {}
+            None => {
+                return Err(ScratchDiskError::UnknownScheduler {
+                    name: wanted.to_string(),
+                    offered: offered_schedulers(config).join(", "),
+                })
+            }
+        }
+    }
+    let mut modules = Vec::new();
+    for (option, module, what) in needs {
+        match config.state(option) {
+            'm' if !modules_dir_known => return Err(ScratchDiskError::ModulesDirUnknown { module, what }),
+            'm' => modules.push(module.to_string()),
+            'n' if option == "EXT4_FS" || what.contains("--iosched") => {
+                return Err(ScratchDiskError::NotBuilt { module, option, config: config.path.clone(), what })
+            }
+            _ => {}
+        }
+    }
+    Ok(modules)
+}
+
 /// zram's compressors by `CONFIG_ZRAM_DEF_COMP` name: config option and
 /// module. The crypto API finds a compressor through a modprobe request,
 /// which the appliance has no modprobe to answer, so a modular one is

@@ -279,3 +279,29 @@ fn the_images_record_the_throttle_and_leave_qemus_io_to_the_setup() {
     assert_eq!(disks.record.io, None, "the cache mode and AIO engine are the setup's to record");
     disks.remove();
 }
+
+#[test]
+fn a_lab_scratch_partition_packs_every_disk_controller_built_as_a_module_and_needs_ext4() {
+    let cfg = |text: &str| KernelConfig::from_text(Path::new("/boot/config"), text);
+    let debian = cfg("CONFIG_SATA_AHCI=m\nCONFIG_BLK_DEV_SD=m\nCONFIG_BLK_DEV_NVME=m\nCONFIG_VIRTIO_PCI=m\n\
+                      CONFIG_VIRTIO_BLK=m\nCONFIG_EXT4_FS=m\nCONFIG_CRYPTO_CRC32C=m\n");
+    assert_eq!(
+        lab_scratch_modules(&debian, true, None).unwrap(),
+        ["ahci", "sd_mod", "nvme", "virtio_pci", "virtio_blk", "ext4", "crc32c_generic"]
+    );
+    // Built in, or absent (a machine without NVMe): nothing to pack.
+    let built_in = cfg("CONFIG_SATA_AHCI=y\nCONFIG_BLK_DEV_SD=y\nCONFIG_EXT4_FS=y\nCONFIG_CRYPTO_CRC32C=y\n");
+    assert_eq!(lab_scratch_modules(&built_in, false, None).unwrap(), Vec::<String>::new());
+    let e = lab_scratch_modules(&debian, false, None).unwrap_err().to_string();
+    assert!(e.contains("--modules-dir") && e.contains("ahci"), "{e}");
+    let e = lab_scratch_modules(&cfg("CONFIG_SATA_AHCI=y\n"), true, None).unwrap_err().to_string();
+    assert!(e.contains("CONFIG_EXT4_FS is not set"), "{e}");
+    // --iosched: the scheduler's module too, or why not.
+    let bfq = cfg("CONFIG_EXT4_FS=y\nCONFIG_IOSCHED_BFQ=m\n");
+    assert_eq!(lab_scratch_modules(&bfq, true, Some("bfq")).unwrap(), ["bfq"]);
+    assert_eq!(lab_scratch_modules(&bfq, true, Some("none")).unwrap(), Vec::<String>::new());
+    let e = lab_scratch_modules(&bfq, true, Some("kyber")).unwrap_err().to_string();
+    assert!(e.contains("CONFIG_MQ_IOSCHED_KYBER is not set"), "{e}");
+    let e = lab_scratch_modules(&bfq, true, Some("cfq")).unwrap_err().to_string();
+    assert!(e.contains("unknown block scheduler 'cfq'"), "{e}");
+}

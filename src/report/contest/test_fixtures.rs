@@ -58,6 +58,7 @@ pub fn workload(size: u64, iterations: Vec<Iteration>) -> WorkloadResult {
 pub fn storage(scheduler: &str) -> StorageInfo {
     StorageInfo {
         scratch_device: Some("/dev/vda".into()),
+        scratch_label: None,
         scratch_fs: Some("ext4".into()),
         scratch_mount: Some("/scratch".into()),
         scratch_bytes: Some(2048 * 1024 * 1024),
