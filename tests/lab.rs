@@ -27,17 +27,23 @@ fn spec() -> MachineSpec {
 }
 
 fn receiver(db: &Path) -> Receiver {
+    receiver_at(db, SocketAddr::from(([127, 0, 0, 1], 0)), Some(SocketAddr::from(([127, 0, 0, 1], 0))))
+}
+
+/// A receiver of store `db` listening on `listen`, with a netconsole sink
+/// on `netconsole`.
+fn receiver_at(db: &Path, listen: SocketAddr, netconsole: Option<SocketAddr>) -> Receiver {
     Receiver::start(ServeConfig {
         db: db.to_path_buf(),
         tokens: vec![],
         public_reads: false,
         base_url: None,
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        listen,
         max_bytes: 16 << 20,
         log_prefix: None,
         limits: ConnectionLimits::default(),
         tls: None,
-        netconsole: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+        netconsole,
     })
     .expect("cannot start the receiver")
 }
@@ -636,7 +642,6 @@ fn long_tier_a_bisection_on_a_lab_machine_names_the_commit_that_panics() {
     let shas = support::no_init_history(&tree);
     let state = m.dir.path().join("bisect/state.json");
     let report = m.dir.path().join("report");
-    let build = support::copy_kernel_build(&kernel);
     let modules = kernel.modules_dir();
     let (power, console) = (m.power_cycle_cmd(), m.console_cmd());
     let t0 = Instant::now();
@@ -653,14 +658,6 @@ fn long_tier_a_bisection_on_a_lab_machine_names_the_commit_that_panics() {
             "boot",
             "--boot-tries",
             "1",
-            "--build",
-            &build,
-            "--kernel-image",
-            "out/bzImage",
-            "--kernel-config",
-            "out/.config",
-            "--append-file",
-            "out/cmdline",
             "--workloads",
             "fork",
             "--iterations",
@@ -687,7 +684,10 @@ fn long_tier_a_bisection_on_a_lab_machine_names_the_commit_that_panics() {
             state.to_str().unwrap(),
             "-o",
             report.to_str().unwrap(),
-        ],
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(support::copy_kernel_build_flags(&kernel)),
         Duration::from_secs(3000),
     );
     eprintln!("lab bisection: {:.1} s", t0.elapsed().as_secs_f64());
@@ -740,21 +740,7 @@ fn long_tier_an_agent_without_a_receiver_or_with_a_revoked_token_powers_off_sayi
 
     // The token revoked, the receiver back on the same port.
     m.store().revoke_token("box1").unwrap();
-    m.receiver = Some(
-        Receiver::start(ServeConfig {
-            db: m.db.clone(),
-            tokens: vec![],
-            public_reads: false,
-            base_url: None,
-            listen: addr,
-            max_bytes: 16 << 20,
-            log_prefix: None,
-            limits: ConnectionLimits::default(),
-            tls: None,
-            netconsole: None,
-        })
-        .expect("cannot start the receiver again on its port"),
-    );
+    m.receiver = Some(receiver_at(&m.db, addr, None));
     std::fs::write(&m.serial, b"").unwrap();
     let t0 = Instant::now();
     m.power_on();

@@ -294,6 +294,25 @@ pub fn copy_kernel_build(k: &FetchedKernel) -> String {
     )
 }
 
+/// The `bisect` flags for a tree built by [`copy_kernel_build`]: the build
+/// command and where it leaves the kernel, its config and its cmdline.
+pub fn copy_kernel_build_flags(k: &FetchedKernel) -> Vec<String> {
+    let build = copy_kernel_build(k);
+    [
+        "--build",
+        &build,
+        "--kernel-image",
+        "out/bzImage",
+        "--kernel-config",
+        "out/.config",
+        "--append-file",
+        "out/cmdline",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
 /// Lays out the cached Debian kernel `k` at `dir` as a kernel tree built
 /// in place: `.config`, `arch/x86/boot/bzImage`, the release in
 /// `include/config/kernel.release`, each module at its tree path (a
