@@ -58,7 +58,6 @@ fn bisect_names_and_confirms_the_commit_that_slows_fork_and_resumes_after_a_kill
     let tree = dir.path().join("tree");
     let culprit = 5;
     let shas = synthetic_history(&tree, culprit);
-    let build = support::copy_kernel_build(&kernel);
     let state = dir.path().join("bisect/state.json");
     let report = dir.path().join("report");
     let mut args: Vec<String> = [
@@ -69,14 +68,6 @@ fn bisect_names_and_confirms_the_commit_that_slows_fork_and_resumes_after_a_kill
         &shas[0],
         "--bad",
         &shas[8],
-        "--build",
-        &build,
-        "--kernel-image",
-        "out/bzImage",
-        "--kernel-config",
-        "out/.config",
-        "--append-file",
-        "out/cmdline",
         // A short fork workload: the knob's effect is several-fold (about
         // 5x measured here), so few iterations and boots suffice.
         "--append",
@@ -108,6 +99,7 @@ fn bisect_names_and_confirms_the_commit_that_slows_fork_and_resumes_after_a_kill
     ]
     .iter()
     .map(|s| s.to_string())
+    .chain(support::copy_kernel_build_flags(&kernel))
     .collect();
 
     // First run: killed (with its QEMU) once the ends are measured.
@@ -196,7 +188,6 @@ fn git_bisect_run_with_bisect_run_finds_the_commit_that_makes_the_kernel_panic()
     // c0 … c4: from c3 on the kernel finds no init and panics.
     let shas = support::no_init_history(&tree);
     git(&tree, &["bisect", "start", &shas[4], &shas[0]]);
-    let build = support::copy_kernel_build(&kernel);
     let out = Command::new("git")
         .arg("-C")
         .arg(&tree)
@@ -208,14 +199,6 @@ fn git_bisect_run_with_bisect_run_finds_the_commit_that_makes_the_kernel_panic()
             "boot",
             "--boot-tries",
             "1",
-            "--build",
-            &build,
-            "--kernel-image",
-            "out/bzImage",
-            "--kernel-config",
-            "out/.config",
-            "--append-file",
-            "out/cmdline",
             "--iterations",
             "1",
             "--warmup",
@@ -225,6 +208,7 @@ fn git_bisect_run_with_bisect_run_finds_the_commit_that_makes_the_kernel_panic()
             "--timeout-total",
             "600",
         ])
+        .args(support::copy_kernel_build_flags(&kernel))
         .output()
         .expect("cannot run git bisect run");
     let stdout = String::from_utf8_lossy(&out.stdout);

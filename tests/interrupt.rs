@@ -179,7 +179,6 @@ fn ctrl_c_during_a_bisection_leaves_a_state_that_resumes_to_the_same_answer() {
     let tree = dir.path().join("tree");
     // c0 … c4: from c3 on the kernel finds no init and panics.
     let shas = support::no_init_history(&tree);
-    let build = support::copy_kernel_build(&kernel);
     let state = dir.path().join("bisect/state.json");
     let mut args: Vec<String> = [
         "bisect",
@@ -189,14 +188,6 @@ fn ctrl_c_during_a_bisection_leaves_a_state_that_resumes_to_the_same_answer() {
         &shas[0],
         "--bad",
         &shas[4],
-        "--build",
-        &build,
-        "--kernel-image",
-        "out/bzImage",
-        "--kernel-config",
-        "out/.config",
-        "--append-file",
-        "out/cmdline",
         "--mode",
         "boot",
         "--boot-tries",
@@ -214,6 +205,7 @@ fn ctrl_c_during_a_bisection_leaves_a_state_that_resumes_to_the_same_answer() {
     ]
     .iter()
     .map(|s| s.to_string())
+    .chain(support::copy_kernel_build_flags(&kernel))
     .collect();
     let boots = |p: &Path| BisectState::load(p).map(|s| s.boots.len()).unwrap_or(0);
 

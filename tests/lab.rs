@@ -255,6 +255,21 @@ fn lab_submit_queues_each_boot_as_a_job_and_prints_its_id() {
     assert!(!r2.status.success() && r2.stderr.contains("no lab machine named 'ghost'"), "{}", r2.transcript());
     let r3 = submit(&["--machine", "box1", "--target", "lab:box2"]);
     assert!(!r3.status.success() && r3.stderr.contains("--target lab:box2"), "{}", r3.transcript());
+    // QEMU's disks, a scheduler without a scratch partition, and the
+    // flags of a run that waits: each refused, naming the flag.
+    for (extra, says) in [
+        (&["--swap", "512M"][..], "--swap 512M: QEMU's disks do not exist on lab machine 'box1'"),
+        (&["--scratch-disk", "4G"][..], "--scratch-disk 4G: QEMU's disks"),
+        (&["--zram", "auto"][..], "--zram auto: QEMU's disks"),
+        (&["--scratch-disk", "4X"][..], "--scratch-disk"),
+        (&["--iosched", "bfq"][..], "--iosched: lab machine 'box1' has no scratch partition"),
+        (&["--power-cycle", "true"][..], "lab submit only queues"),
+    ] {
+        let mut args = vec!["--machine", "box1"];
+        args.extend_from_slice(extra);
+        let r = submit(&args);
+        assert!(!r.status.success() && r.stderr.contains(says), "{extra:?}: {}", r.transcript());
+    }
     assert_eq!(store.lab_jobs(None, 10).unwrap().len(), 2, "nothing more was queued");
 }
 

@@ -101,10 +101,12 @@ fn plan(args: &RunOptions, machine_name: &str) -> anyhow::Result<LabPlan> {
     let scratch_label = machine.spec.scratch_label.clone();
     // QEMU's disks do not exist on a lab machine: its storage is its
     // scratch partition.
+    use crate::boot::scratch_disk::SizeChoice;
+    let sized = |flag, value: &str| SizeChoice::parse(flag, value).map(|c| matches!(c, SizeChoice::Bytes(_)));
     let qemu_disks = [
-        ("--scratch-disk", !["auto", "none"].contains(&args.scratch_disk.as_str()), args.scratch_disk.as_str()),
-        ("--swap", !["auto", "none"].contains(&args.swap.as_str()), args.swap.as_str()),
-        ("--zram", args.zram != "none", args.zram.as_str()),
+        ("--scratch-disk", sized("--scratch-disk", &args.scratch_disk)?, args.scratch_disk.as_str()),
+        ("--swap", sized("--swap", &args.swap)?, args.swap.as_str()),
+        ("--zram", SizeChoice::parse("--zram", &args.zram)? != SizeChoice::None, args.zram.as_str()),
         ("--pack", !["auto", "none"].contains(&args.pack.as_str()), args.pack.as_str()),
         ("--disk-throttle", args.disk_throttle.is_some(), args.disk_throttle.as_deref().unwrap_or_default()),
     ];
@@ -497,11 +499,20 @@ fn wait_for_job(
     Ok(Waited { job, serial: end(serial), timed_out: None, not_back: None, wall, notes })
 }
 
+/// Where a lab job's document came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DocumentSource {
+    /// The candidate's upload to the job.
+    Upload,
+    /// The serial console, when nothing was uploaded.
+    Console,
+}
+
 /// The verdict and what it rests on.
 struct Judged {
     classification: Classification,
-    /// Where the document came from: `upload` or `console`.
-    source: Option<&'static str>,
+    /// Where the document came from.
+    source: Option<DocumentSource>,
     late_failure: Option<String>,
     console: String,
     document: Option<RunDocument>,
@@ -541,11 +552,11 @@ fn judge_job(store: &Store, w: &Waited) -> anyhow::Result<Judged> {
     };
     let (document, result_error, source) = match &uploaded {
         Some(body) => match serde_json::from_slice::<RunDocument>(body) {
-            Ok(d) => (Some(d), None, Some("upload")),
+            Ok(d) => (Some(d), None, Some(DocumentSource::Upload)),
             Err(e) => (None, Some(format!("the uploaded result is not a valid result document: {e}")), None),
         },
         None => match from_console() {
-            Some(d) => (Some(d), None, Some("console")),
+            Some(d) => (Some(d), None, Some(DocumentSource::Console)),
             None => (None, Some(w.job.failure.clone().unwrap_or_else(|| "no result was uploaded".into())), None),
         },
     };
@@ -652,13 +663,15 @@ fn record_of(
         channels: {
             let mut c = vec![ChannelReport {
                 name: "upload".into(),
-                intact: j.source == Some("upload"),
+                intact: j.source == Some(DocumentSource::Upload),
                 detail: match j.source {
-                    Some("console") => Some(w.job.failure.clone().unwrap_or_else(|| "no result was uploaded".into())),
+                    Some(DocumentSource::Console) => {
+                        Some(w.job.failure.clone().unwrap_or_else(|| "no result was uploaded".into()))
+                    }
                     _ => j.result_error.clone(),
                 },
             }];
-            if j.source == Some("console") {
+            if j.source == Some(DocumentSource::Console) {
                 c.push(ChannelReport { name: "console".into(), intact: true, detail: None });
             }
             c
@@ -845,7 +858,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("lab.db")).unwrap();
         let judged = judge_job(&store, &w).unwrap();
-        assert_eq!(judged.source, Some("console"));
+        assert_eq!(judged.source, Some(DocumentSource::Console));
         assert_eq!(judged.document.as_ref().map(|d| d.run_id.as_str()), Some("run-c"));
         assert_eq!(judged.result_error, None);
         assert_eq!(judged.classification.name(), "ok", "the boot was fine; the document carries the error");
