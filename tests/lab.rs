@@ -21,9 +21,11 @@ const BOX2: &str = "machine-token-box2-0123456789";
 const JOB: &str = "job-token-0123456789abcdef";
 /// The label of the lab machine's scratch partition.
 const LAB_SCRATCH: &str = "bb-lab";
+/// The volume label of the lab machine's pack store.
+const LAB_PACKS: &str = "bb-packs";
 
 fn spec() -> MachineSpec {
-    MachineSpec { arch: "x86_64".into(), console: "ttyS0".into(), accel: "tcg".into(), poll_s: 3, scratch_label: None }
+    MachineSpec { arch: "x86_64".into(), console: "ttyS0".into(), accel: "tcg".into(), poll_s: 3, scratch_label: None, pack_label: None }
 }
 
 fn receiver(db: &Path) -> Receiver {
@@ -118,6 +120,7 @@ fn a_job_goes_from_the_queue_to_done_over_http_and_keeps_its_netconsole_lines() 
         machine: "box1".into(),
         kernel: stash(&store, &kernel),
         initrd: stash(&store, &initrd),
+        pack: None,
         token: tokens::digest(JOB),
     };
     let id = store.lab_submit(&job, |id| Ok(format!("console=ttyS0 bootbench.lab_job={id}"))).unwrap();
@@ -184,7 +187,7 @@ fn agent_requests_need_their_own_machines_valid_token() {
     store.add_machine("box1", &tokens::digest(BOX1), &spec()).unwrap();
     store.add_machine("box2", &tokens::digest(BOX2), &spec()).unwrap();
     let f = stash(&store, b"k");
-    let job = NewJob { machine: "box1".into(), kernel: f.clone(), initrd: f, token: tokens::digest(JOB) };
+    let job = NewJob { machine: "box1".into(), kernel: f.clone(), initrd: f, pack: None, token: tokens::digest(JOB) };
     let id = store.lab_submit(&job, |_| Ok("console=ttyS0".into())).unwrap();
     let r = receiver(&db);
     let url = r.url();
@@ -273,6 +276,25 @@ fn lab_submit_queues_each_boot_as_a_job_and_prints_its_id() {
     assert_eq!(store.lab_jobs(None, 10).unwrap().len(), 2, "nothing more was queued");
 }
 
+/// Makes an ext4 filesystem image at `image` of `size` with `extra`
+/// options (mke2fs of e2fsprogs, which scripts/setup installs).
+fn mke2fs(extra: &[&str], image: &Path, size: &str) {
+    let out = std::process::Command::new("mke2fs")
+        .args(["-q", "-F", "-t", "ext4"])
+        .args(extra)
+        .arg(image)
+        .arg(size)
+        .output()
+        .expect("mke2fs (e2fsprogs, scripts/setup)");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// What `debugfs -R CMD` prints of the filesystem in `image`.
+fn debugfs(image: &Path, cmd: &str) -> String {
+    let out = std::process::Command::new("debugfs").args(["-R", cmd]).arg(image).output().expect("debugfs (e2fsprogs)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A QEMU VM playing a lab machine: its default boot (QEMU's
 /// `-kernel`/`-initrd`, loaded again at every reset, since there is no
 /// `-no-reboot`) is the agent of `lab bundle`; a receiver on this host
@@ -295,7 +317,8 @@ impl LabMachine {
         let dir = support::scratch();
         let db = dir.path().join("lab.db");
         let mut store = Store::open(&db).unwrap();
-        let spec = MachineSpec { scratch_label: Some(LAB_SCRATCH.into()), ..spec() };
+        let spec =
+            MachineSpec { scratch_label: Some(LAB_SCRATCH.into()), pack_label: Some(LAB_PACKS.into()), ..spec() };
         store.add_machine("box1", &tokens::digest(BOX1), &spec).unwrap();
         // The lab's scratch partition: ext4 labelled for bootbench, with
         // a file a job before left behind.
@@ -303,14 +326,9 @@ impl LabMachine {
         std::fs::create_dir_all(before.join("contest")).unwrap();
         std::fs::write(before.join("contest/old-load-file"), b"x").unwrap();
         std::fs::write(before.join(".bootbench-scratch"), b"claimed by a run before\n").unwrap();
-        let out = std::process::Command::new("mke2fs")
-            .args(["-q", "-F", "-t", "ext4", "-L", LAB_SCRATCH, "-d"])
-            .arg(&before)
-            .arg(dir.path().join("scratch.img"))
-            .arg("64M")
-            .output()
-            .expect("mke2fs (e2fsprogs, scripts/setup) makes the lab machine's scratch partition");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        mke2fs(&["-L", LAB_SCRATCH, "-d", before.to_str().unwrap()], &dir.path().join("scratch.img"), "64M");
+        // The lab's pack store: a new ext4 filesystem labelled for it.
+        mke2fs(&["-L", LAB_PACKS], &dir.path().join("packs.img"), "64M");
         let r = receiver(&db);
         let token_file = dir.path().join("box1.token");
         std::fs::write(&token_file, format!("{BOX1}\n")).unwrap();
@@ -364,6 +382,8 @@ impl LabMachine {
             .args(["-nic", "user,model=virtio-net-pci", "-device", "i6300esb", "-action", "watchdog=reset"])
             .arg("-drive")
             .arg(format!("file={},format=raw,if=virtio", self.dir.path().join("scratch.img").display()))
+            .arg("-drive")
+            .arg(format!("file={},format=raw,if=virtio", self.dir.path().join("packs.img").display()))
             .arg("-serial")
             .arg(format!("file:{}", self.serial.display()))
             .arg("-monitor")
@@ -444,6 +464,14 @@ impl Drop for LabMachine {
 fn a_lab_machine_boots_a_good_candidate_by_kexec_and_comes_back_to_its_agent() {
     let _lock = support::boot_lock();
     let mut m = LabMachine::new();
+    // A small userland pack, which the agent fetches into the machine's
+    // pack store and the candidate mounts from it.
+    let pack_src = m.dir.path().join("pack-src");
+    std::fs::create_dir_all(pack_src.join("etc")).unwrap();
+    std::fs::write(pack_src.join("etc/bootbench-test-pack"), b"a test pack\n").unwrap();
+    let pack = m.dir.path().join("pack.ext4");
+    mke2fs(&["-d", pack_src.to_str().unwrap()], &pack, "4M");
+    let pack_sha = hex::encode(Sha256::digest(std::fs::read(&pack).unwrap()));
     let t0 = Instant::now();
     m.power_on();
     assert!(m.wait_for_hellos(1, Duration::from_secs(240)), "the agent never said hello:\n{}", m.transcript());
@@ -463,6 +491,8 @@ fn a_lab_machine_boots_a_good_candidate_by_kexec_and_comes_back_to_its_agent() {
             "240",
             "--timeout-total",
             "600",
+            "--pack",
+            pack.to_str().unwrap(),
         ],
     );
     let wall = t1.elapsed();
@@ -499,16 +529,28 @@ fn a_lab_machine_boots_a_good_candidate_by_kexec_and_comes_back_to_its_agent() {
     assert_eq!(storage.scratch_label.as_deref(), Some(LAB_SCRATCH), "{storage:?}");
     assert_eq!(storage.scratch_device.as_deref(), Some("/dev/vda"), "{storage:?}");
     assert!(storage.scratch_mount.is_some() && storage.scratch_bytes == Some(64 << 20), "{storage:?}");
-    let listing = std::process::Command::new("debugfs")
-        .args(["-R", "ls -l /"])
-        .arg(m.dir.path().join("scratch.img"))
-        .output()
-        .expect("debugfs (e2fsprogs)");
-    let listing = String::from_utf8_lossy(&listing.stdout);
+    let listing = debugfs(&m.dir.path().join("scratch.img"), "ls -l /");
     assert!(
         listing.contains("lost+found") && listing.contains(".bootbench-scratch") && !listing.contains("contest"),
         "emptied but lost+found and the marker:\n{listing}"
     );
+    // The pack reached the store once, whole, and the candidate mounted
+    // it from there through a read-only loop device.
+    let store_info = storage.pack_store.as_ref().expect("the pack store the candidate used");
+    let file = format!("packs/{pack_sha}.ext4");
+    assert_eq!((store_info.label.as_str(), store_info.device.as_str()), (LAB_PACKS, "/dev/vdb"), "{storage:?}");
+    assert_eq!(store_info.file, file);
+    assert!(storage.pack_device.as_deref().is_some_and(|d| d.starts_with("/dev/loop")), "{storage:?}");
+    assert_eq!(storage.pack_mount.as_deref(), Some("/pack"), "{storage:?}");
+    assert_eq!(boot.pack.as_ref().map(|p| p.image_sha256.as_str()), Some(pack_sha.as_str()));
+    let packs_img = m.dir.path().join("packs.img");
+    let root = debugfs(&packs_img, "ls /");
+    assert!(root.contains(".bootbench-packs") && root.contains("packs"), "the store was claimed:\n{root}");
+    let fetched = m.dir.path().join("fetched.ext4");
+    debugfs(&packs_img, &format!("dump /{file} {}", fetched.display()));
+    assert_eq!(std::fs::read(&fetched).unwrap(), std::fs::read(&pack).unwrap(), "the store holds the pack, whole");
+    let serial = m.serial_text();
+    assert!(serial.contains("EVENT agent-pack") && serial.contains(" cached=0 "), "{}", m.transcript());
     // The job's console: the serial console the lab command read, with the
     // candidate's own protocol lines, and what netconsole carried.
     assert!(boot.console_log.contains("EVENT hello"), "{}", boot.console_log);
@@ -631,7 +673,7 @@ fn long_tier_a_lab_machine_survives_panics_hangs_and_bad_jobs() {
     let good = stash(&store, &data);
     std::fs::write(store.lab_file(&good.sha256), &bad).unwrap();
     let init = stash(&store, b"not used");
-    let job = NewJob { machine: "box1".into(), kernel: good, initrd: init, token: tokens::digest(JOB) };
+    let job = NewJob { machine: "box1".into(), kernel: good, initrd: init, pack: None, token: tokens::digest(JOB) };
     let id = store.lab_submit(&job, |_| Ok("console=ttyS0".into())).unwrap();
     assert!(support::wait_until(Duration::from_secs(120), || store.lab_job(id).unwrap().ended()));
     let j = store.lab_job(id).unwrap();

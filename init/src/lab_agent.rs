@@ -1,8 +1,9 @@
 //! A lab machine's agent (`bootbench.role=agent`, see
 //! `loads::lab_protocol`): load the packed modules, bring the network up,
-//! say hello to the lab receiver, then ask for jobs; a job's kernel and
-//! initramfs are downloaded into the rootfs, checked, announced, and booted
-//! with kexec. A job that cannot be booted here is reported `failed` and
+//! say hello to the lab receiver, then ask for jobs; a job's userland pack
+//! is put into the machine's pack store when it is not there yet
+//! (`pack_store`), its kernel and initramfs are downloaded into the
+//! rootfs, checked, announced, and booted with kexec. A job that cannot be booted here is reported `failed` and
 //! the agent asks for the next one. A receiver that stays unreachable
 //! (bounded retries with backoff) or refuses the machine's token ends in a
 //! console line saying why, and a power-off. It never runs the suite, and
@@ -17,17 +18,19 @@ use crate::kexec;
 use crate::module_loader;
 use crate::netconsole::Configured;
 use crate::network::{self, NetRequest};
+use crate::pack_store;
 use crate::power_off;
 use crate::result_channels::{console_line, drain_console, say};
 use crate::result_upload;
 use crate::secrets::Secrets;
 use loads::console_protocol::{
     self, EVENT_AGENT_ERROR, EVENT_AGENT_FAILED, EVENT_AGENT_HELLO, EVENT_AGENT_JOB, EVENT_AGENT_KEXEC,
-    EVENT_AGENT_POWEROFF, EVENT_AGENT_WAIT,
+    EVENT_AGENT_PACK, EVENT_AGENT_POWEROFF, EVENT_AGENT_WAIT,
 };
 use loads::error_chain::error_chain;
 use loads::lab_protocol::{
-    self, FileKind, Hello, HelloReply, JobEvent, JobFile, JobOffer, NextAnswer, MAX_JOB_FILE_BYTES, MAX_POLL_S,
+    self, FileKind, Hello, HelloReply, JobEvent, JobFile, JobOffer, JobPack, NextAnswer, MAX_JOB_FILE_BYTES,
+    MAX_PACK_BYTES, MAX_POLL_S,
 };
 use loads::measure::boottime_s;
 use loads::suite::CmdlineConfig;
@@ -35,8 +38,8 @@ use nix::sys::signalfd::SignalFd;
 use results_uploader::{ExpectedFile, LabClient, LabError, RetryPolicy, UploadSettings};
 use std::io::{Read, Write};
 use std::net::IpAddr;
-use std::path::Path;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// Where a job's files are written: the rootfs (the initramfs, in RAM).
 pub const JOB_DIR: &str = "/lab-job";
@@ -112,6 +115,10 @@ pub trait Machine {
     fn boot(&mut self, kernel: &Path, initrd: &Path, cmdline: &str) -> Result<(), String>;
     /// Prints a console event.
     fn event(&mut self, name: &str, text: &str);
+    /// Mounts the pack store labelled `label` for writing; returns where.
+    fn open_pack_store(&mut self, label: &str) -> Result<PathBuf, String>;
+    /// Unmounts the pack store, its writes on the disk.
+    fn close_pack_store(&mut self) -> Result<(), String>;
 }
 
 /// Why a request did not get its answer after the retries.
@@ -234,6 +241,48 @@ pub fn memory_needed(job: &JobOffer) -> u64 {
     job.kernel.bytes.saturating_add(job.initrd.bytes).saturating_mul(2).saturating_add(MEMORY_MARGIN)
 }
 
+/// Puts the job's pack into the machine's pack store (fetched only when it
+/// is not there), and unmounts the store.
+fn stage_pack(lab: &mut impl Lab, m: &mut impl Machine, id: u64, pack: &JobPack) -> Result<(), JobEnd> {
+    if pack.file.bytes > MAX_PACK_BYTES {
+        return Err(JobEnd::Failed(format!(
+            "the pack is {} bytes, over the {MAX_PACK_BYTES} an agent fetches",
+            pack.file.bytes
+        )));
+    }
+    let root = m.open_pack_store(&pack.label).map_err(|e| JobEnd::Failed(format!("the pack store: {e}")))?;
+    let t0 = Instant::now();
+    let mut refused = false;
+    let staged = pack_store::stage(&root, &pack.label, &pack.file, pack_store::real_free, |dest| {
+        lab.fetch(id, FileKind::Pack, &pack.file, dest).map_err(|e| {
+            refused = e.is_auth_refusal();
+            error_chain(&e)
+        })
+    });
+    let closed = m.close_pack_store();
+    let staged = match staged {
+        Ok(s) => s,
+        Err(e) if refused => {
+            return Err(JobEnd::Stop(AgentEnd::PowerOff {
+                reason: format!("the lab receiver refused this machine's token (fetching the pack): {}", error_chain(&e)),
+            }))
+        }
+        Err(e) => return Err(JobEnd::Failed(format!("the pack store: {}", error_chain(&e)))),
+    };
+    closed.map_err(|e| JobEnd::Failed(format!("the pack store: {e}")))?;
+    m.event(
+        EVENT_AGENT_PACK,
+        &format!(
+            "id={id} cached={} bytes={} s={:.1} removed={}",
+            u8::from(staged.cached),
+            pack.file.bytes,
+            t0.elapsed().as_secs_f64(),
+            staged.removed.len()
+        ),
+    );
+    Ok(())
+}
+
 fn run_job(lab: &mut impl Lab, m: &mut impl Machine, pacing: &Pacing, job: &JobOffer, dir: &Path) -> JobEnd {
     let files = [(FileKind::Kernel, &job.kernel), (FileKind::Initrd, &job.initrd)];
     for (kind, file) in files {
@@ -250,6 +299,12 @@ fn run_job(lab: &mut impl Lab, m: &mut impl Machine, pacing: &Pacing, job: &JobO
         return JobEnd::Failed(format!(
             "not enough memory: the job's files need about {need} bytes (twice their size and {MEMORY_MARGIN}), {available} are available"
         ));
+    }
+    // The pack first: the long fetch, with no job file yet in memory.
+    if let Some(pack) = &job.pack {
+        if let Err(end) = stage_pack(lab, m, job.id, pack) {
+            return end;
+        }
     }
     let _ = std::fs::remove_dir_all(dir);
     if let Err(e) = std::fs::create_dir_all(dir) {
@@ -297,7 +352,8 @@ impl Lab for HttpLab {
 
     fn fetch(&mut self, job: u64, kind: FileKind, file: &JobFile, dest: &Path) -> Result<(), LabError> {
         let expect = ExpectedFile { bytes: file.bytes, sha256: &file.sha256 };
-        self.client.download(&lab_protocol::file_path(job, kind), dest, expect, MAX_JOB_FILE_BYTES)
+        let limit = if kind == FileKind::Pack { MAX_PACK_BYTES } else { MAX_JOB_FILE_BYTES };
+        self.client.download(&lab_protocol::file_path(job, kind), dest, expect, limit)
     }
 
     fn report(&mut self, job: u64, event: &JobEvent) -> Result<(), LabError> {
@@ -332,6 +388,14 @@ impl Machine for ThisMachine {
 
     fn event(&mut self, name: &str, text: &str) {
         console_line(&console_protocol::event(name, text));
+    }
+
+    fn open_pack_store(&mut self, label: &str) -> Result<PathBuf, String> {
+        pack_store::open_for_agent(label).map_err(|e| error_chain(&e))
+    }
+
+    fn close_pack_store(&mut self) -> Result<(), String> {
+        pack_store::close_for_agent().map_err(|e| error_chain(&e))
     }
 }
 
@@ -520,6 +584,10 @@ mod tests {
         boots: VecDeque<Result<(), String>>,
         booted: Vec<(String, String)>,
         events: Vec<(String, String)>,
+        /// The pack store's root (none: no store with the label).
+        pack_store: Option<PathBuf>,
+        store_opens: usize,
+        store_closes: usize,
     }
 
     impl Machine for FakeMachine {
@@ -536,6 +604,14 @@ mod tests {
         fn event(&mut self, name: &str, text: &str) {
             self.events.push((name.to_string(), text.to_string()));
         }
+        fn open_pack_store(&mut self, label: &str) -> Result<PathBuf, String> {
+            self.store_opens += 1;
+            self.pack_store.clone().ok_or_else(|| format!("no filesystem labelled '{label}'"))
+        }
+        fn close_pack_store(&mut self) -> Result<(), String> {
+            self.store_closes += 1;
+            Ok(())
+        }
     }
 
     fn job(id: u64) -> JobOffer {
@@ -544,7 +620,93 @@ mod tests {
             kernel: JobFile { sha256: "aa".into(), bytes: 10 },
             initrd: JobFile { sha256: "bb".into(), bytes: 20 },
             cmdline: format!("console=ttyS0 bootbench.lab_job={id}"),
+            pack: None,
         }
+    }
+
+    fn job_with_pack(id: u64) -> JobOffer {
+        // The fake lab writes "pack": 4 bytes.
+        let file = JobFile { sha256: "5a".repeat(32), bytes: 4 };
+        JobOffer { pack: Some(JobPack { file, label: "bb-packs".into() }), ..job(id) }
+    }
+
+    #[test]
+    fn a_jobs_pack_is_fetched_into_the_store_once_and_found_there_by_the_next_job() {
+        let store = tempfile::tempdir().unwrap();
+        let mut lab = FakeLab::default();
+        lab.nexts.push_back(Ok(NextAnswer::Run { job: job_with_pack(1) }));
+        let mut m = FakeMachine { pack_store: Some(store.path().to_path_buf()), ..Default::default() };
+        assert_eq!(run_fake(&mut lab, &mut m), AgentEnd::Booted { job: 1 });
+        assert_eq!(lab.fetched, [(1, "pack"), (1, "kernel"), (1, "initrd")]);
+        assert_eq!((m.store_opens, m.store_closes), (1, 1), "the store is unmounted before the kexec");
+        let pack_file = store.path().join(lab_protocol::pack_store_file(&"5a".repeat(32)));
+        assert_eq!(std::fs::read(&pack_file).unwrap(), b"pack");
+        let packs: Vec<_> = m.events.iter().filter(|(n, _)| n == EVENT_AGENT_PACK).map(|(_, t)| t.clone()).collect();
+        assert!(packs.len() == 1 && packs[0].starts_with("id=1 cached=0 bytes=4 s="), "{packs:?}");
+        // The next job with the same pack boots without fetching it.
+        let mut lab = FakeLab::default();
+        lab.nexts.push_back(Ok(NextAnswer::Run { job: job_with_pack(2) }));
+        m.events.clear();
+        assert_eq!(run_fake(&mut lab, &mut m), AgentEnd::Booted { job: 2 });
+        assert_eq!(lab.fetched, [(2, "kernel"), (2, "initrd")]);
+        assert!(m.events.iter().any(|(n, t)| n == EVENT_AGENT_PACK && t.starts_with("id=2 cached=1 ")), "{:?}", m.events);
+    }
+
+    #[test]
+    fn a_job_whose_pack_cannot_be_stored_fails_saying_why_and_the_next_job_boots() {
+        // No filesystem with the label, then one with somebody's files.
+        let foreign = tempfile::tempdir().unwrap();
+        std::fs::write(foreign.path().join("data.db"), b"x").unwrap();
+        for store in [None, Some(foreign.path().to_path_buf())] {
+            let mut lab = FakeLab::default();
+            lab.nexts.extend([Ok(NextAnswer::Run { job: job_with_pack(3) }), Ok(NextAnswer::Run { job: job(4) })]);
+            let mut m = FakeMachine { pack_store: store.clone(), ..Default::default() };
+            assert_eq!(run_fake(&mut lab, &mut m), AgentEnd::Booted { job: 4 });
+            let [(3, JobEvent::Failed { reason }), (4, JobEvent::Kexec)] = &lab.reports[..] else {
+                panic!("{:?}", lab.reports)
+            };
+            let why = if store.is_none() { "no filesystem labelled 'bb-packs'" } else { "data.db" };
+            assert!(reason.starts_with("the pack store: ") && reason.contains(why), "{reason}");
+            assert_eq!(lab.fetched, [(4, "kernel"), (4, "initrd")], "nothing of job 3 was fetched");
+        }
+        assert_eq!(std::fs::read_dir(foreign.path()).unwrap().count(), 1, "the foreign filesystem is untouched");
+        // A pack too big for an agent is refused before the store is opened.
+        let mut lab = FakeLab::default();
+        let mut big = job_with_pack(5);
+        if let Some(p) = big.pack.as_mut() {
+            p.file.bytes = MAX_PACK_BYTES + 1;
+        }
+        lab.nexts.push_back(Ok(NextAnswer::Run { job: big }));
+        let mut m = FakeMachine::default();
+        run_fake(&mut lab, &mut m);
+        assert_eq!(m.store_opens, 0);
+        assert!(matches!(&lab.reports[..], [(5, JobEvent::Failed { reason })] if reason.contains("over the")));
+    }
+
+    #[test]
+    fn a_pack_that_fails_its_check_is_not_kept_and_a_refused_token_powers_off() {
+        let store = tempfile::tempdir().unwrap();
+        let mut lab = FakeLab::default();
+        lab.nexts.push_back(Ok(NextAnswer::Run { job: job_with_pack(6) }));
+        lab.fetches.push_back(Err(LabError::Sha256 {
+            url: "http://lab/lab/jobs/6/pack".into(),
+            expected: "5a".into(),
+            got: "00".into(),
+        }));
+        let mut m = FakeMachine { pack_store: Some(store.path().to_path_buf()), ..Default::default() };
+        run_fake(&mut lab, &mut m);
+        assert!(
+            matches!(&lab.reports[..], [(6, JobEvent::Failed { reason })] if reason.contains("sha256 is 00")),
+            "{:?}",
+            lab.reports
+        );
+        assert_eq!(std::fs::read_dir(store.path().join("packs")).unwrap().count(), 0);
+        assert_eq!(m.store_closes, 1);
+        let mut lab = FakeLab::default();
+        lab.nexts.push_back(Ok(NextAnswer::Run { job: job_with_pack(7) }));
+        lab.fetches.push_back(Err(status(403, "revoked")));
+        let AgentEnd::PowerOff { reason } = run_fake(&mut lab, &mut m) else { panic!() };
+        assert!(reason.contains("token") && reason.contains("fetching the pack"), "{reason}");
     }
 
     fn run_fake(lab: &mut FakeLab, m: &mut FakeMachine) -> AgentEnd {

@@ -151,6 +151,7 @@ mod tests {
             EVENT_AGENT_HELLO,
             EVENT_AGENT_JOB,
             EVENT_AGENT_KEXEC,
+            EVENT_AGENT_PACK,
             EVENT_AGENT_WAIT,
             EVENT_AGENT_FAILED,
             EVENT_AGENT_ERROR,

@@ -23,6 +23,7 @@ mod lava_monitor;
 mod module_loader;
 mod netconsole;
 mod network;
+mod pack_store;
 mod panic_hook;
 mod power_off;
 mod quiesce;

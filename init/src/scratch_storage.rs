@@ -1,7 +1,9 @@
 //! The scratch disk and swap the host attached (`bootbench.scratch`,
 //! `bootbench.swap`, `bootbench.iosched` on the cmdline), and the read-only
 //! userland pack (`bootbench.pack=SERIAL`, found by its virtio serial and
-//! mounted at [`PACK_MOUNT`]): waits for the
+//! mounted at [`PACK_MOUNT`]; on a lab machine `bootbench.pack_label` and
+//! `bootbench.pack_sha256`, a file of its pack store, see `pack_store`):
+//! waits for the
 //! block devices, mounts the scratch filesystem at [`SCRATCH_MOUNT`],
 //! selects the block scheduler, enables swap, and says what it got; at the
 //! end it unmounts the scratch filesystem so the guest stops clean. It
@@ -94,6 +96,9 @@ pub enum StorageError {
         #[source]
         source: nix::Error,
     },
+    /// The pack could not be mounted from the lab machine's pack store.
+    #[error(transparent)]
+    PackStore(#[from] crate::pack_store::PackStoreError),
     /// No single filesystem carries `bootbench.scratch_label`.
     #[error(transparent)]
     Label(#[from] crate::volume_label::LabelError),
@@ -290,6 +295,7 @@ pub fn setup(cmdline: &CmdlineConfig) -> (Option<StorageInfo>, Vec<StorageError>
         && cmdline.swap.is_none()
         && cmdline.zram_bytes.is_none()
         && cmdline.pack.is_none()
+        && cmdline.pack_label.is_none()
     {
         return (None, Vec::new());
     }
@@ -302,6 +308,15 @@ pub fn setup(cmdline: &CmdlineConfig) -> (Option<StorageInfo>, Vec<StorageError>
                 info.pack_mount = Some(PACK_MOUNT.to_string());
             }
             Err(e) => errors.push(e),
+        }
+    } else if let (Some(label), Some(sha256)) = (&cmdline.pack_label, &cmdline.pack_sha256) {
+        match crate::pack_store::mount_for_candidate(label, sha256) {
+            Ok((store, device)) => {
+                info.pack_device = Some(device);
+                info.pack_mount = Some(PACK_MOUNT.to_string());
+                info.pack_store = Some(store);
+            }
+            Err(e) => errors.push(e.into()),
         }
     }
     // The scratch device: named by the host, or found by its label (never
@@ -384,7 +399,9 @@ pub fn record_zram_usage(info: Option<&mut StorageInfo>) -> Result<(), StorageEr
 /// Syncs and unmounts the scratch filesystem if `info` says it is mounted,
 /// so the journal is clean when the guest powers off; unmounts the pack.
 pub fn teardown(info: Option<&StorageInfo>) -> Result<(), StorageError> {
-    if info.and_then(|i| i.pack_mount.as_deref()).is_some() {
+    if info.and_then(|i| i.pack_store.as_ref()).is_some() {
+        crate::pack_store::unmount_for_candidate();
+    } else if info.and_then(|i| i.pack_mount.as_deref()).is_some() {
         // Read-only: nothing to lose if it stays mounted.
         let _ = umount(PACK_MOUNT);
     }

@@ -120,6 +120,11 @@ pub const EVENT_AGENT_JOB: &str = "agent-job";
 /// Event name a lab agent prints right before it kexecs a job's kernel:
 /// `id=N`.
 pub const EVENT_AGENT_KEXEC: &str = "agent-kexec";
+/// Event name a lab agent prints once a job's userland pack is in the
+/// machine's pack store: `id=N cached=0|1 bytes=N s=SECONDS removed=N`
+/// (`cached=1`: it was there already; `removed`: older packs deleted to
+/// make room).
+pub const EVENT_AGENT_PACK: &str = "agent-pack";
 /// Event name a lab agent prints when the receiver has no job for it:
 /// `s=N` (the seconds it waits before asking again).
 pub const EVENT_AGENT_WAIT: &str = "agent-wait";
@@ -143,7 +148,7 @@ pub const EVENT_HW_WATCHDOG: &str = "hw-watchdog";
 /// with one of these names but no CRC was cut, and is not accepted. The
 /// upload and network events are `results-uploader`'s `EVENT_UPLOAD` and
 /// `EVENT_NETWORK`. A new event printed with [`event`] belongs here.
-pub const CHECKSUMMED_EVENTS: [&str; 17] = [
+pub const CHECKSUMMED_EVENTS: [&str; 18] = [
     EVENT_HELLO,
     EVENT_ALIVE,
     EVENT_POWEROFF,
@@ -155,6 +160,7 @@ pub const CHECKSUMMED_EVENTS: [&str; 17] = [
     EVENT_AGENT_HELLO,
     EVENT_AGENT_JOB,
     EVENT_AGENT_KEXEC,
+    EVENT_AGENT_PACK,
     EVENT_AGENT_WAIT,
     EVENT_AGENT_FAILED,
     EVENT_AGENT_ERROR,

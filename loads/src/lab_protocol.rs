@@ -23,8 +23,20 @@
 //! Endpoints (paths relative to the receiver's base URL):
 //! - `POST lab/machines/{machine}/hello` with [`Hello`] → 200 [`HelloReply`].
 //! - `GET lab/machines/{machine}/next` → 200 [`NextAnswer`].
-//! - `GET lab/jobs/{id}/kernel`, `GET lab/jobs/{id}/initrd` → 200 bytes
+//! - `GET lab/jobs/{id}/kernel`, `GET lab/jobs/{id}/initrd`, and
+//!   `GET lab/jobs/{id}/pack` for a job with a [`JobPack`] → 200 bytes
 //!   (only the machine the job is for may fetch them).
+//!
+//! The userland pack: a machine the lab gave a pack store (a partition
+//! with an ext2/3/4 filesystem labelled for it) keeps the pack images its
+//! jobs need there, as [`pack_store_file`]. Before the kexec the agent
+//! mounts the store, fetches the job's pack into it when it is not there
+//! yet (sha256-checked, written under a temporary name and renamed), and
+//! unmounts it; the candidate mounts the store read-only
+//! (`bootbench.pack_label`) and the pack from it through a read-only loop
+//! device (`bootbench.pack_sha256`). A store holds only what bootbench put
+//! there: a filesystem with anything but `lost+found` and no
+//! [`PACK_STORE_MARKER`] is never written to.
 //! - `POST lab/jobs/{id}/events` with [`JobEvent`] → 200 `{}`.
 //! - The candidate: `PUT lab/jobs/{id}/runs/{run_id}`, the upload protocol
 //!   of `results_uploader` under the job's base URL.
@@ -63,6 +75,26 @@ pub const JOB_KEY: &str = "bootbench.lab_job";
 pub const MAX_MACHINE_NAME: usize = 64;
 /// The largest job file an agent downloads (kernel or initramfs).
 pub const MAX_JOB_FILE_BYTES: u64 = 1 << 30;
+/// The largest userland pack an agent fetches into its pack store.
+pub const MAX_PACK_BYTES: u64 = 32 << 30;
+/// The file at the root of a pack store that says bootbench may write
+/// there: written by the first agent on a new filesystem (only
+/// `lost+found`), or by the lab.
+pub const PACK_STORE_MARKER: &str = ".bootbench-packs";
+/// The directory of a pack store that holds the packs.
+pub const PACK_STORE_DIR: &str = "packs";
+
+/// A pack's file in a pack store, relative to its root:
+/// `packs/SHA256.ext4`.
+pub fn pack_store_file(sha256: &str) -> String {
+    format!("{PACK_STORE_DIR}/{sha256}.ext4")
+}
+
+/// Whether `s` is a sha256 as the protocol writes it: 64 lower-case hex
+/// digits (it goes into file names).
+pub fn valid_sha256(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
 /// The longest wait a receiver may ask for between two `next` requests.
 pub const MAX_POLL_S: u64 = 3600;
 
@@ -112,6 +144,17 @@ pub struct JobFile {
     pub bytes: u64,
 }
 
+/// The userland pack a job's candidate mounts from the machine's pack
+/// store (fetched from `lab/jobs/{id}/pack` when the store lacks it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobPack {
+    /// The pack image's sha256 (lower-case hex) and size.
+    #[serde(flatten)]
+    pub file: JobFile,
+    /// The volume label of the machine's pack store.
+    pub label: String,
+}
+
 /// A job for the machine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobOffer {
@@ -123,6 +166,9 @@ pub struct JobOffer {
     pub initrd: JobFile,
     /// The candidate's whole cmdline.
     pub cmdline: String,
+    /// The userland pack, when the candidate needs one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pack: Option<JobPack>,
 }
 
 /// The answer to `next`.
@@ -178,6 +224,8 @@ pub enum FileKind {
     Kernel,
     /// The initramfs.
     Initrd,
+    /// The userland pack's image.
+    Pack,
 }
 
 impl FileKind {
@@ -186,6 +234,7 @@ impl FileKind {
         match self {
             FileKind::Kernel => "kernel",
             FileKind::Initrd => "initrd",
+            FileKind::Pack => "pack",
         }
     }
 }
@@ -225,6 +274,7 @@ mod tests {
                 kernel: JobFile { sha256: "ab".into(), bytes: 3 },
                 initrd: JobFile { sha256: "cd".into(), bytes: 4 },
                 cmdline: "console=ttyS0".into(),
+                pack: None,
             },
         };
         let s = serde_json::to_string(&a).unwrap();
@@ -237,5 +287,27 @@ mod tests {
         let e: JobEvent = serde_json::from_str(r#"{"kind":"failed","reason":"x"}"#).unwrap();
         assert_eq!(e, JobEvent::Failed { reason: "x".into() });
         assert_eq!(job_upload_base("http://h:1/", 3), "http://h:1/lab/jobs/3");
+    }
+
+    #[test]
+    fn a_job_with_a_pack_round_trips_and_one_without_reads_as_before() {
+        let sha = "ab".repeat(32);
+        let json = format!(
+            r#"{{"id":1,"kernel":{{"sha256":"aa","bytes":1}},"initrd":{{"sha256":"bb","bytes":2}},"cmdline":"x","pack":{{"sha256":"{sha}","bytes":9,"label":"bb-packs"}}}}"#
+        );
+        let job: JobOffer = serde_json::from_str(&json).unwrap();
+        let pack = job.pack.clone().unwrap();
+        assert_eq!((pack.file.sha256.as_str(), pack.file.bytes, pack.label.as_str()), (sha.as_str(), 9, "bb-packs"));
+        assert_eq!(serde_json::from_str::<JobOffer>(&serde_json::to_string(&job).unwrap()).unwrap(), job);
+        let old: JobOffer = serde_json::from_str(
+            r#"{"id":1,"kernel":{"sha256":"aa","bytes":1},"initrd":{"sha256":"bb","bytes":2},"cmdline":"x"}"#,
+        )
+        .unwrap();
+        assert_eq!(old.pack, None);
+        assert_eq!(pack_store_file(&sha), format!("packs/{sha}.ext4"));
+        assert!(valid_sha256(&sha));
+        for bad in ["", "AB", &"A".repeat(64), &"a".repeat(63), &format!("{}/", "a".repeat(63))] {
+            assert!(!valid_sha256(bad), "{bad}");
+        }
     }
 }

@@ -38,6 +38,7 @@ pub mod kernel_build;
 pub mod known_loadfiles;
 pub mod lab_protocol;
 pub mod lava_lines;
+pub mod loop_device;
 pub mod measure;
 pub mod pack_build;
 pub mod provenance;

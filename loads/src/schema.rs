@@ -204,12 +204,29 @@ pub struct StorageInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zram: Option<ZramInfo>,
     /// The userland pack's disk, found by its virtio serial, e.g.
-    /// `/dev/vdc`, when the host attached one.
+    /// `/dev/vdc`, when the host attached one; on a lab machine, the
+    /// read-only loop device its pack store's file is attached to, e.g.
+    /// `/dev/loop0`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pack_device: Option<String>,
     /// Where the pack is mounted read-only, e.g. `/pack`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pack_mount: Option<String>,
+    /// On a lab machine, the label of the pack store the pack came from
+    /// (`bootbench.pack_label`) and its device, e.g. `/dev/vdb`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pack_store: Option<PackStoreInfo>,
+}
+
+/// A lab machine's pack store, as the candidate found it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackStoreInfo {
+    /// Its volume label.
+    pub label: String,
+    /// The disk or partition that carries it.
+    pub device: String,
+    /// The pack's file in it, relative to its root.
+    pub file: String,
 }
 
 /// A zram swap device as the init set it up and left it.

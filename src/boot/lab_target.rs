@@ -18,7 +18,9 @@ use crate::results::{BootInfo, BootRecord, ChannelReport, KeptWorkloads, LabJob,
 use crate::service::lab_queue::{Job, Machine, NewJob, RESULT_UPLOADED_LINE};
 use crate::service::store::{RunKind, Store};
 use anyhow::{bail, Context};
-use loads::lab_protocol::{self, JobFile};
+use crate::pack::choice::PackChoice;
+use crate::results::pack::PackRecord;
+use loads::lab_protocol::{self, JobFile, JobPack};
 use loads::schema::RunDocument;
 use qemu::console_scan::ConsoleScan;
 use qemu::outcome::{judge, Classification, HangKind, RunEnd, RunFacts};
@@ -30,6 +32,16 @@ use std::time::{Duration, Instant};
 
 /// How often the job's state is read.
 const POLL: Duration = Duration::from_millis(500);
+/// The slowest rate at which a machine is expected to fetch a job's pack
+/// into its store: the pack's size at this rate is added to the boot
+/// bound while the agent has the job and has not yet booted it.
+pub const PACK_MIN_RATE: u64 = 4 << 20;
+
+/// The time a job's pack may take to reach the machine's store.
+fn pack_allowance(job: &Job) -> Duration {
+    Duration::from_secs(job.pack.as_ref().map_or(0, |p| p.file.bytes / PACK_MIN_RATE))
+}
+
 /// How long a power command may run.
 const POWER_CYCLE_LIMIT: Duration = Duration::from_secs(60);
 /// The system a lab record names.
@@ -45,6 +57,9 @@ struct LabPlan {
     netconsole: Option<String>,
     /// The machine's scratch partition, by its label.
     scratch_label: Option<String>,
+    /// The userland pack its jobs carry, in the store's job files, with
+    /// the machine's pack store and what the records say of the pack.
+    pack: Option<(JobPack, PackRecord)>,
     kernels: Vec<KernelUnderTest>,
     images: Vec<PreparedImage>,
     variants: Vec<crate::boot::options::Variant>,
@@ -93,9 +108,25 @@ fn plan(args: &RunOptions, machine_name: &str) -> anyhow::Result<LabPlan> {
         args.warmup,
         args.workloads.as_deref(),
     )?;
-    if let Some(w) = suite.workloads.iter().find(|w| loads::workloads::needs_pack(w)) {
-        bail!("workload {} needs the userland pack, which a lab machine cannot have yet (no disk for it)", w.name);
-    }
+    let choice: PackChoice = args.pack.parse()?;
+    let chosen = match &machine.spec.pack_label {
+        Some(_) => crate::pack::choice::resolve(&choice, &suite, arch.name())?,
+        None => {
+            if let Some(w) = suite.workloads.iter().find(|w| loads::workloads::needs_pack(w)) {
+                bail!(
+                    "workload {} runs the userland pack's programs, and lab machine '{machine_name}' has no pack store: give it a partition with an ext4 filesystem labelled for bootbench (mke2fs -t ext4 -L LABEL, a few GiB) and add the machine with --pack-label LABEL",
+                    w.name
+                );
+            }
+            if let PackChoice::Image(path) = &choice {
+                bail!(
+                    "--pack {}: lab machine '{machine_name}' has no pack store to put it in (lab machine add --pack-label)",
+                    path.display()
+                );
+            }
+            None
+        }
+    };
     // A machine with a scratch partition mounts it in every job, so every
     // job of the machine boots with the same storage.
     let scratch_label = machine.spec.scratch_label.clone();
@@ -107,7 +138,6 @@ fn plan(args: &RunOptions, machine_name: &str) -> anyhow::Result<LabPlan> {
         ("--scratch-disk", sized("--scratch-disk", &args.scratch_disk)?, args.scratch_disk.as_str()),
         ("--swap", sized("--swap", &args.swap)?, args.swap.as_str()),
         ("--zram", SizeChoice::parse("--zram", &args.zram)? != SizeChoice::None, args.zram.as_str()),
-        ("--pack", !["auto", "none"].contains(&args.pack.as_str()), args.pack.as_str()),
         ("--disk-throttle", args.disk_throttle.is_some(), args.disk_throttle.as_deref().unwrap_or_default()),
     ];
     if let Some((flag, _, value)) = qemu_disks.iter().find(|(_, given, _)| *given) {
@@ -125,24 +155,48 @@ fn plan(args: &RunOptions, machine_name: &str) -> anyhow::Result<LabPlan> {
             bytes >> 20
         );
     }
+    let pack = match (chosen, &machine.spec.pack_label) {
+        (Some(chosen), Some(label)) => {
+            let file = stash_pack(&store, &chosen.image, &chosen.record)?;
+            Some((JobPack { file, label: label.clone() }, chosen.record))
+        }
+        _ => None,
+    };
     let variants = parse_variants(&args.variants)?;
     let kernels = resolve_kernels(args, arch)?;
     let work = tempfile::Builder::new().prefix("bootbench-lab-").tempdir().context("cannot create a temp dir")?;
     let mut images = Vec::new();
     for k in &kernels {
-        let early = match (&scratch_label, &k.config) {
-            (Some(_), Some(config)) => {
-                let config = crate::boot::scratch_disk::KernelConfig::read(config)?;
-                crate::boot::scratch_disk::lab_scratch_modules(&config, k.modules_known(), args.iosched.as_deref())?
+        let disks: Vec<&str> = [scratch_label.as_deref(), pack.as_ref().map(|(p, _)| p.label.as_str())]
+            .into_iter()
+            .flatten()
+            .collect();
+        let early = match (disks.is_empty(), &k.config) {
+            (false, Some(config)) => {
+                use crate::boot::scratch_disk::{lab_pack_modules, lab_scratch_modules, KernelConfig};
+                let config = KernelConfig::read(config)?;
+                let mut early = match &scratch_label {
+                    Some(_) => lab_scratch_modules(&config, k.modules_known(), args.iosched.as_deref())?,
+                    None => Vec::new(),
+                };
+                if pack.is_some() {
+                    for m in lab_pack_modules(&config, k.modules_known())? {
+                        if !early.contains(&m) {
+                            early.push(m);
+                        }
+                    }
+                }
+                early
             }
-            (Some(label), None) => {
+            (false, None) => {
                 log::warn!(
-                    "{}: no kernel config found, so no disk or ext4 module is packed for the scratch partition '{label}': they must be built in",
-                    k.image.display()
+                    "{}: no kernel config found, so no disk, ext4 or loop module is packed for the partitions labelled {}: they must be built in",
+                    k.image.display(),
+                    disks.join(" and ")
                 );
                 Vec::new()
             }
-            (None, _) => Vec::new(),
+            (true, _) => Vec::new(),
         };
         images.push(prepare_image(args, arch, &suite, k, &early, work.path())?);
     }
@@ -152,7 +206,7 @@ fn plan(args: &RunOptions, machine_name: &str) -> anyhow::Result<LabPlan> {
             "lab machine '{machine_name}': the receiver has no netconsole sink (serve --netconsole), so a panic is seen only on a serial console (--console-cmd)"
         );
     }
-    Ok(LabPlan { store, machine, base_url, arch, netconsole, scratch_label, kernels, images, variants, work })
+    Ok(LabPlan { store, machine, base_url, arch, netconsole, scratch_label, pack, kernels, images, variants, work })
 }
 
 impl LabPlan {
@@ -183,12 +237,16 @@ impl LabPlan {
             machine: self.machine.name.clone(),
             kernel: kernel_file,
             initrd: initrd_file,
+            pack: self.pack.as_ref().map(|(p, _)| p.clone()),
             token: crate::service::tokens::digest(&job_token),
         };
         let mut scratch =
             self.scratch_label.as_ref().map(|l| format!("bootbench.scratch_label={l}")).unwrap_or_default();
         if let Some(s) = &args.iosched {
             scratch.push_str(&format!(" bootbench.iosched={s}"));
+        }
+        if let Some((p, _)) = &self.pack {
+            scratch.push_str(&format!(" bootbench.pack_label={} bootbench.pack_sha256={}", p.label, p.file.sha256));
         }
         let words = [scratch.as_str(), args.append.as_deref().unwrap_or(""), variant.words.as_str()].join(" ");
         let capacity = self.arch.profile().cmdline_capacity;
@@ -212,7 +270,8 @@ pub fn run_lab_boots(args: &RunOptions, machine_name: &str) -> anyhow::Result<Re
         let work = plan.work.path().to_path_buf();
         let waited = wait_for_job(&mut plan.store, id, args, &plan.machine, &work)?;
         let (k, img) = (&plan.kernels[ki], &plan.images[ki]);
-        let record = record_of(&plan.store, &waited, k, img, &label, index, &plan.machine, plan.arch)?;
+        let pack = plan.pack.as_ref().map(|(_, r)| r);
+        let record = record_of(&plan.store, &waited, k, img, &label, index, &plan.machine, plan.arch, pack)?;
         log::info!(
             "boot {}/{total} (kernel {}, round {}): lab job {id}: {}{}",
             index + 1,
@@ -345,6 +404,37 @@ fn stash(store: &Store, path: &Path, known: Option<&str>) -> anyhow::Result<JobF
     Ok(JobFile { sha256, bytes: data.len() as u64 })
 }
 
+/// Puts the pack image into the store's job files under its sha256 (from
+/// `record`, which the pack's cache or `--pack PATH` computed): a hard
+/// link when the store is on the same filesystem, else a copy; nothing
+/// when it is there already.
+fn stash_pack(store: &Store, image: &Path, record: &PackRecord) -> anyhow::Result<JobFile> {
+    let file = JobFile { sha256: record.image_sha256.clone(), bytes: record.image_bytes };
+    if !lab_protocol::valid_sha256(&file.sha256) {
+        bail!("the pack {}: '{}' is not a sha256", image.display(), file.sha256);
+    }
+    let dest = store.lab_file(&file.sha256);
+    if std::fs::metadata(&dest).is_ok_and(|m| m.len() == file.bytes) {
+        return Ok(file);
+    }
+    let dir = store.lab_files_dir();
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let tmp = dir.join(format!(".{}.{}", file.sha256, std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    if std::fs::hard_link(image, &tmp).is_err() {
+        log::info!("copying the userland pack {} into the lab's job files {}", image.display(), dir.display());
+        std::fs::copy(image, &tmp)
+            .with_context(|| format!("cannot copy the pack {} to {}", image.display(), tmp.display()))?;
+    }
+    let len = std::fs::metadata(&tmp).with_context(|| format!("cannot read {}", tmp.display()))?.len();
+    if len != file.bytes {
+        let _ = std::fs::remove_file(&tmp);
+        bail!("the pack {} has {len} bytes, its record says {}", image.display(), file.bytes);
+    }
+    std::fs::rename(&tmp, &dest).with_context(|| format!("cannot write {}", dest.display()))?;
+    Ok(file)
+}
+
 /// A job as it ended, with what the host saw of it.
 #[derive(Debug)]
 struct Waited {
@@ -462,7 +552,7 @@ fn wait_for_job(
         }
         let (limit, what) = match job.state.as_str() {
             "queued" => (total_limit, "take the job (is its agent up, or is it busy with another job?)"),
-            "sent" => (boot_limit, "fetch the job's files and kexec"),
+            "sent" => (boot_limit + pack_allowance(&job), "fetch the job's files and kexec"),
             "kexec" => (total_limit, "finish the job"),
             "done" if job.returned_at.is_some() => break,
             "done" => (boot_limit, "come back to its agent after the job"),
@@ -622,6 +712,7 @@ fn record_of(
     index: usize,
     machine: &Machine,
     arch: qemu::Arch,
+    pack: Option<&PackRecord>,
 ) -> anyhow::Result<BootRecord> {
     let j = judge_job(store, w)?;
     let mut document = j.document;
@@ -681,7 +772,7 @@ fn record_of(
         workloads_kept: j.workloads_kept,
         upload: None,
         storage: None,
-        pack: None,
+        pack: pack.cloned(),
         host: Some(crate::boot::host_facts::this_host()),
         lab: Some(LabJob {
             system: LAB_SYSTEM.into(),
@@ -713,6 +804,7 @@ mod tests {
                 accel: "tcg".into(),
                 poll_s: 5,
                 scratch_label: None,
+                pack_label: None,
             },
             revoked: false,
             last_hello_at: None,
@@ -776,6 +868,7 @@ mod tests {
             returned_at: None,
             kernel: JobFile { sha256: "a".repeat(64), bytes: 1 },
             initrd: JobFile { sha256: "b".repeat(64), bytes: 1 },
+            pack: None,
             cmdline: "console=ttyS0".into(),
             run_id: None,
             agent_kernel: None,

@@ -77,6 +77,16 @@ pub struct MachineAddArgs {
     /// it, suites that need a scratch disk are refused for the machine.
     #[arg(long, value_name = "LABEL")]
     pub scratch_label: Option<String>,
+    /// The volume label of the ext2/3/4 filesystem on the partition (or
+    /// disk) the lab gives bootbench for userland packs, made with `mke2fs
+    /// -t ext4 -L LABEL` (a few GiB per arch's pack): the agent fetches the
+    /// pack a job needs into it once (a new filesystem is claimed with a
+    /// `.bootbench-packs` file; one holding other files is never written
+    /// to), and the candidate mounts it read-only. Without it, suites that
+    /// run the pack's programs (kernbench, sdet) are refused for the
+    /// machine.
+    #[arg(long, value_name = "LABEL")]
+    pub pack_label: Option<String>,
     /// Use the token in this file instead of a fresh one.
     #[arg(long)]
     pub token_file: Option<PathBuf>,
@@ -124,6 +134,7 @@ pub fn run(command: &LabCommand) -> anyhow::Result<ExitCode> {
                 accel: a.accel.clone(),
                 poll_s: a.poll,
                 scratch_label: a.scratch_label.clone(),
+                pack_label: a.pack_label.clone(),
             };
             crate::lab::check_machine(&a.name, &spec)?;
             let secret = match &a.token_file {

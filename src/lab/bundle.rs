@@ -3,6 +3,8 @@
 //! `agent` ([`loads::lab_protocol`]): a kernel, an initramfs with the
 //! machine's token in its secrets segment (never on the cmdline), the
 //! exact cmdline, and ready-to-use entries for GRUB, iPXE and PXELINUX.
+//! The initramfs carries the disk and ext4 modules the kernel builds as
+//! modules, for the machine's pack store.
 
 use super::LabError;
 use crate::boot::image::{self as boot_image, ImageSpec};
@@ -127,12 +129,28 @@ pub fn write(args: &BundleArgs) -> anyhow::Result<Bundle> {
         kernels.first().ok_or_else(|| anyhow::anyhow!("internal: no kernel resolved for the bundle"))?;
     std::fs::create_dir_all(&args.output).map_err(|source| LabError::Write { path: args.output.clone(), source })?;
     let modules = crate::boot::run_upload::image_modules(k.config.as_deref(), k.modules_known(), Vec::new())?;
+    // The disk and ext4 modules, for a machine with a pack store (its
+    // agent fetches packs into it): loaded at every start, whether or not
+    // the machine has one, so a store added later needs no new bundle.
+    let early_modules = match k.config.as_deref() {
+        Some(config) => {
+            let config = crate::boot::scratch_disk::KernelConfig::read(config)?;
+            match crate::boot::scratch_disk::lab_scratch_modules(&config, k.modules_known(), None) {
+                Ok(m) => m,
+                Err(e) => {
+                    log::warn!("the agent cannot keep a pack store: {}", loads::error_chain::error_chain(&e));
+                    Vec::new()
+                }
+            }
+        }
+        None => Vec::new(),
+    };
     let work = tempfile::Builder::new().prefix("bootbench-bundle-").tempdir()?;
     let spec = ImageSpec {
         arch,
         suite: loads::suite::Suite::builtin("quick")?,
         modules,
-        early_modules: Vec::new(),
+        early_modules,
         modules_dir: k.modules_dir.clone(),
         init: None,
         compression: boot_image::DEFAULT_COMPRESSION,

@@ -68,6 +68,19 @@ pub fn check_machine(name: &str, spec: &MachineSpec) -> Result<(), LabError> {
             loads::suite::MAX_SCRATCH_LABEL
         )));
     }
+    if let Some(l) = spec.pack_label.as_deref().filter(|l| !loads::suite::valid_scratch_label(l)) {
+        return Err(bad(format!(
+            "--pack-label '{l}': an ext2/3/4 volume label, 1 to {} letters, digits, '.', '_' or '-'",
+            loads::suite::MAX_SCRATCH_LABEL
+        )));
+    }
+    if let (Some(p), Some(s)) = (&spec.pack_label, &spec.scratch_label) {
+        if p == s {
+            return Err(bad(format!(
+                "--pack-label {p}: the same label as --scratch-label; the scratch filesystem is emptied before every job, so the packs need their own"
+            )));
+        }
+    }
     if spec.poll_s == 0 || spec.poll_s > loads::lab_protocol::MAX_POLL_S {
         return Err(bad(format!("--poll {}: 1 to {} seconds", spec.poll_s, loads::lab_protocol::MAX_POLL_S)));
     }
@@ -89,7 +102,10 @@ pub fn status(store: &Store, machine: Option<&str>, jobs: usize) -> anyhow::Resu
             m.spec.arch,
             m.spec.console,
             m.spec.accel,
-            m.spec.scratch_label.as_deref().map(|l| format!(", scratch label {l}")).unwrap_or_default(),
+            [("scratch", &m.spec.scratch_label), ("pack store", &m.spec.pack_label)]
+                .iter()
+                .filter_map(|(what, l)| l.as_deref().map(|l| format!(", {what} label {l}")))
+                .collect::<String>(),
             if m.revoked { " REVOKED" } else { "" },
             m.last_hello_at.as_deref().unwrap_or("never"),
             m.last_hello.as_ref().map(|h| format!(" (agent kernel {})", h.agent_kernel)).unwrap_or_default()

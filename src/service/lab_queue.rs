@@ -13,7 +13,7 @@
 
 use crate::service::store::{now, Store, StoreError};
 use crate::service::tokens::{Scope, TokenDigest};
-use loads::lab_protocol::{Hello, HelloReply, JobEvent, JobFile, JobOffer};
+use loads::lab_protocol::{Hello, HelloReply, JobEvent, JobFile, JobOffer, JobPack};
 use rusqlite::{params, OptionalExtension};
 use std::path::PathBuf;
 
@@ -88,6 +88,10 @@ pub struct MachineSpec {
     /// every candidate mounts the one filesystem with that label, and
     /// empties it first.
     pub scratch_label: Option<String>,
+    /// The volume label of the ext2/3/4 filesystem the lab gave bootbench
+    /// for userland packs, if any: the agent keeps the packs its jobs need
+    /// there, and their candidates mount them from it read-only.
+    pub pack_label: Option<String>,
 }
 
 /// A machine as the store has it.
@@ -121,6 +125,8 @@ pub struct NewJob {
     pub kernel: JobFile,
     /// The initramfs file, likewise.
     pub initrd: JobFile,
+    /// The userland pack, its image likewise, and the machine's pack store.
+    pub pack: Option<JobPack>,
     /// The digest of the job's upload token.
     pub token: TokenDigest,
 }
@@ -148,6 +154,8 @@ pub struct Job {
     pub kernel: JobFile,
     /// The initramfs.
     pub initrd: JobFile,
+    /// The userland pack.
+    pub pack: Option<JobPack>,
     /// The cmdline.
     pub cmdline: String,
     /// The run its candidate uploaded.
@@ -170,7 +178,8 @@ impl Job {
 }
 
 const JOB_COLUMNS: &str = "id, machine, state, created_at, sent_at, kexec_at, ended_at, returned_at, kernel_sha256, \
-     kernel_bytes, initrd_sha256, initrd_bytes, cmdline, run_id, agent_kernel, failure, watchdog_reset, console";
+     kernel_bytes, initrd_sha256, initrd_bytes, cmdline, run_id, agent_kernel, failure, watchdog_reset, console, \
+     pack_sha256, pack_bytes, pack_label";
 
 fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
     Ok(Job {
@@ -190,6 +199,12 @@ fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
         failure: r.get(15)?,
         watchdog_reset: r.get(16)?,
         console: r.get(17)?,
+        pack: match (r.get::<_, Option<String>>(18)?, r.get::<_, Option<i64>>(19)?, r.get::<_, Option<String>>(20)?) {
+            (Some(sha256), Some(bytes), Some(label)) => {
+                Some(JobPack { file: JobFile { sha256, bytes: bytes as u64 }, label })
+            }
+            _ => None,
+        },
     })
 }
 
@@ -203,6 +218,7 @@ fn machine_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Machine> {
             accel: r.get(3)?,
             poll_s: r.get::<_, i64>(4)? as u64,
             scratch_label: r.get(11)?,
+            pack_label: r.get(12)?,
         },
         revoked: r.get::<_, Option<String>>(5)?.is_some(),
         last_hello_at: r.get(6)?,
@@ -214,7 +230,7 @@ fn machine_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Machine> {
 }
 
 const MACHINE_SELECT: &str = "SELECT m.name, m.arch, m.console, m.accel, m.poll_s, t.revoked_at, m.last_hello_at, \
-     m.last_hello, m.agent_addr, m.base_url, m.netconsole_port, m.scratch_label FROM lab_machines m \
+     m.last_hello, m.agent_addr, m.base_url, m.netconsole_port, m.scratch_label, m.pack_label FROM lab_machines m \
      JOIN tokens t ON t.name = m.name";
 
 impl Store {
@@ -258,9 +274,18 @@ impl Store {
             }
         })?;
         tx.execute(
-            "INSERT INTO lab_machines (name, arch, console, accel, poll_s, created_at, scratch_label) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![name, spec.arch, spec.console, spec.accel, spec.poll_s as i64, now(), spec.scratch_label],
+            "INSERT INTO lab_machines (name, arch, console, accel, poll_s, created_at, scratch_label, pack_label) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                name,
+                spec.arch,
+                spec.console,
+                spec.accel,
+                spec.poll_s as i64,
+                now(),
+                spec.scratch_label,
+                spec.pack_label
+            ],
         )
         .map_err(err("adding the machine"))?;
         tx.commit().map_err(err("committing"))?;
@@ -411,7 +436,7 @@ impl Store {
         tx.execute("UPDATE lab_machines SET agent_addr = ?2 WHERE name = ?1", params![machine, addr])
             .map_err(err("recording the agent's address"))?;
         tx.commit().map_err(err("committing"))?;
-        Ok(Some(JobOffer { id: job.id, kernel: job.kernel, initrd: job.initrd, cmdline: job.cmdline }))
+        Ok(Some(JobOffer { id: job.id, kernel: job.kernel, initrd: job.initrd, cmdline: job.cmdline, pack: job.pack }))
     }
 
     /// Job `id`.
@@ -587,7 +612,8 @@ impl Store {
             .map_err(err("starting a transaction"))?;
         tx.execute(
             "INSERT INTO lab_jobs (machine, state, created_at, kernel_sha256, kernel_bytes, initrd_sha256, \
-             initrd_bytes, cmdline, token_sha256) VALUES (?1, 'queued', ?2, ?3, ?4, ?5, ?6, '', ?7)",
+             initrd_bytes, cmdline, token_sha256, pack_sha256, pack_bytes, pack_label) \
+             VALUES (?1, 'queued', ?2, ?3, ?4, ?5, ?6, '', ?7, ?8, ?9, ?10)",
             params![
                 job.machine,
                 now(),
@@ -595,7 +621,10 @@ impl Store {
                 job.kernel.bytes as i64,
                 job.initrd.sha256,
                 job.initrd.bytes as i64,
-                hex::encode(job.token)
+                hex::encode(job.token),
+                job.pack.as_ref().map(|p| p.file.sha256.clone()),
+                job.pack.as_ref().map(|p| p.file.bytes as i64),
+                job.pack.as_ref().map(|p| p.label.clone()),
             ],
         )
         .map_err(err("queuing a job"))?;
@@ -637,6 +666,7 @@ mod tests {
             accel: "tcg".into(),
             poll_s: 5,
             scratch_label: None,
+            pack_label: None,
         }
     }
 
@@ -649,6 +679,7 @@ mod tests {
             machine: machine.into(),
             kernel: file(n),
             initrd: file(n + 1),
+            pack: None,
             token: tokens::digest("job-token-0123456789"),
         }
     }
@@ -659,6 +690,18 @@ mod tests {
         s.add_machine("box1", &tokens::digest("machine-token-box1-0123"), &spec()).unwrap();
         s.add_machine("box2", &tokens::digest("machine-token-box2-0123"), &spec()).unwrap();
         (dir, s)
+    }
+
+    #[test]
+    fn a_job_with_a_pack_offers_it_to_the_agent_and_keeps_it() {
+        let (_d, mut s) = store();
+        let pack = JobPack { file: file(9), label: "bb-packs".into() };
+        let id = s.lab_submit(&NewJob { pack: Some(pack.clone()), ..new_job("box1", 1) }, |id| Ok(format!("j={id}"))).unwrap();
+        let plain = submit(&mut s, "box1", 3);
+        let offer = s.lab_next("box1", "10.0.2.15:1").unwrap().unwrap();
+        assert_eq!((offer.id, offer.pack), (id, Some(pack.clone())));
+        assert_eq!(s.lab_job(id).unwrap().pack, Some(pack));
+        assert_eq!(s.lab_job(plain).unwrap().pack, None);
     }
 
     fn hello(watchdog: Option<bool>) -> Hello {

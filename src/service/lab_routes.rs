@@ -146,7 +146,8 @@ async fn file(State(st): State<Shared>, UrlPath((id, file)): UrlPath<(u64, Strin
     let kind = match file.as_str() {
         "kernel" => FileKind::Kernel,
         "initrd" => FileKind::Initrd,
-        _ => return error(StatusCode::NOT_FOUND, "a job's files are 'kernel' and 'initrd'"),
+        "pack" => FileKind::Pack,
+        _ => return error(StatusCode::NOT_FOUND, "a job's files are 'kernel', 'initrd' and 'pack'"),
     };
     let machine = match job_machine(&st, id).await {
         Ok(m) => m,
@@ -161,32 +162,33 @@ async fn file(State(st): State<Shared>, UrlPath((id, file)): UrlPath<(u64, Strin
             return Err(LabQueueError::WrongState { job: id, state: job.state, what: "a file", needs: "sent" });
         }
         let f = match kind {
-            FileKind::Kernel => job.kernel,
-            FileKind::Initrd => job.initrd,
+            FileKind::Kernel => Some(job.kernel),
+            FileKind::Initrd => Some(job.initrd),
+            FileKind::Pack => job.pack.map(|p| p.file),
         };
-        // Kernels and initramfs images are megabytes: read whole, here on
-        // the blocking thread.
-        let path = s.lab_file(&f.sha256);
-        Ok((std::fs::read(&path), path, f.bytes))
+        Ok(f.map(|f| (s.lab_file(&f.sha256), f.bytes)))
     })
     .await;
-    let (read, path, bytes) = match found {
-        Ok(p) => p,
+    let (path, bytes) = match found {
+        Ok(Some(p)) => p,
+        Ok(None) => return error(StatusCode::NOT_FOUND, format!("job {id} has no userland pack")),
         Err(r) => return r,
     };
-    match read {
-        Ok(data) if data.len() as u64 == bytes => {
-            let mut r = Body::from(data).into_response();
+    // Streamed from the file: a pack is gigabytes.
+    let opened = match tokio::fs::File::open(&path).await {
+        Ok(f) => f.metadata().await.map(|m| (f, m.len())),
+        Err(e) => Err(e),
+    };
+    match opened {
+        Ok((f, len)) if len == bytes => {
+            let body = Body::from_stream(tokio_util::io::ReaderStream::with_capacity(f, 256 * 1024));
+            let mut r = body.into_response();
             r.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/octet-stream"));
+            r.headers_mut().insert(header::CONTENT_LENGTH, header::HeaderValue::from(len));
             r
         }
-        Ok(data) => {
-            log::error!(
-                "lab job {id}: its {} file {} has {} bytes, the job says {bytes}",
-                kind.name(),
-                path.display(),
-                data.len()
-            );
+        Ok((_, len)) => {
+            log::error!("lab job {id}: its {} file {} has {len} bytes, the job says {bytes}", kind.name(), path.display());
             error(StatusCode::INTERNAL_SERVER_ERROR, format!("job {id}'s {} on the receiver is damaged", kind.name()))
         }
         Err(e) => {

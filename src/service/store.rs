@@ -22,13 +22,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Layout version of the store (SQLite `user_version`).
-pub const STORE_VERSION: i64 = 4;
+pub const STORE_VERSION: i64 = 5;
 
 /// The steps from one layout to the next: the version each makes and its
 /// SQL. [`Store::open`] runs the ones above the file's `user_version`, in
 /// order, in one transaction, so a store an older bootbench made is brought
 /// up to date when a writer opens it (readers read either layout).
-const MIGRATIONS: &[(i64, &str)] = &[(1, LAYOUT_1), (2, LAYOUT_2), (3, LAYOUT_3), (4, LAYOUT_4)];
+const MIGRATIONS: &[(i64, &str)] = &[(1, LAYOUT_1), (2, LAYOUT_2), (3, LAYOUT_3), (4, LAYOUT_4), (5, LAYOUT_5)];
 
 /// The runs table.
 const LAYOUT_1: &str = "
@@ -62,6 +62,15 @@ CREATE TABLE tokens (
     created_at  TEXT NOT NULL,
     revoked_at  TEXT
 );
+";
+
+/// A lab machine's pack store, by the label of its filesystem, and the
+/// pack each job needs from it.
+const LAYOUT_5: &str = "
+ALTER TABLE lab_machines ADD COLUMN pack_label TEXT;
+ALTER TABLE lab_jobs ADD COLUMN pack_sha256 TEXT;
+ALTER TABLE lab_jobs ADD COLUMN pack_bytes INTEGER;
+ALTER TABLE lab_jobs ADD COLUMN pack_label TEXT;
 ";
 
 /// A lab machine's scratch partition, by the label of its filesystem.
@@ -1491,9 +1500,36 @@ pub(crate) mod tests {
             accel: "bare-metal".into(),
             poll_s: 10,
             scratch_label: Some("bb-scratch".into()),
+            pack_label: Some("bb-packs".into()),
         };
         store.add_machine("box1", &crate::service::tokens::digest("0123456789abcdef-box1"), &spec).unwrap();
         assert_eq!(store.machine("box1").unwrap().spec, spec);
+        assert_eq!(old.spec.pack_label, None);
+    }
+
+    #[test]
+    fn a_layout_4_job_is_kept_without_a_pack() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("lab4.db");
+        let conn = Connection::open(&db).unwrap();
+        for sql in [LAYOUT_1, LAYOUT_2, LAYOUT_3, LAYOUT_4] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch(
+            "INSERT INTO tokens (name, sha256, can_upload, can_read, created_at) VALUES ('box0', 'aa', 1, 0, 't');
+             INSERT INTO lab_machines (name, arch, console, accel, poll_s, created_at, scratch_label)
+             VALUES ('box0', 'x86_64', 'ttyS0', 'bare-metal', 10, 't', 'bb-s');
+             INSERT INTO lab_jobs (machine, state, created_at, kernel_sha256, kernel_bytes, initrd_sha256,
+             initrd_bytes, cmdline, token_sha256) VALUES ('box0', 'queued', 't', 'k', 1, 'i', 2, 'c', 'tt');",
+        )
+        .unwrap();
+        conn.pragma_update(None, "user_version", 4).unwrap();
+        drop(conn);
+        let mut store = Store::open(&db).unwrap();
+        let m = store.machine("box0").unwrap();
+        assert_eq!((m.spec.scratch_label.as_deref(), m.spec.pack_label.as_deref()), (Some("bb-s"), None));
+        let offer = store.lab_next("box0", "10.0.2.15:1").unwrap().unwrap();
+        assert_eq!((offer.cmdline.as_str(), offer.pack), ("c", None));
     }
 
     #[test]

@@ -83,6 +83,16 @@ pub struct CmdlineConfig {
     /// `bootbench.pack=SERIAL`: the read-only disk with this virtio serial
     /// holds the userland pack; the init mounts it at [`PACK_MOUNT`].
     pub pack: Option<String>,
+    /// `bootbench.pack_label=LABEL`: a lab machine's pack store, the one
+    /// ext2/3/4 filesystem with this volume label, holds the userland pack
+    /// as a file its agent fetched ([`crate::lab_protocol::pack_store_file`]);
+    /// the init mounts the store read-only and the pack from it, through a
+    /// read-only loop device, at [`PACK_MOUNT`]. Needs
+    /// `bootbench.pack_sha256`; not with `bootbench.pack`.
+    pub pack_label: Option<String>,
+    /// `bootbench.pack_sha256=HEX`: which pack of the store (its image's
+    /// sha256, checked by the agent when it fetched it).
+    pub pack_sha256: Option<String>,
     /// `bootbench.zram=BYTES`: a compressed RAM swap device of this size
     /// (zram0), used before any disk swap ([`MIN_ZRAM_BYTES`] at least).
     pub zram_bytes: Option<u64>,
@@ -261,6 +271,8 @@ const KNOWN_KEYS: &[&str] = &[
     "iosched",
     "zram",
     "pack",
+    "pack_label",
+    "pack_sha256",
     "alive",
     "lava",
     "test_fault",
@@ -563,6 +575,24 @@ impl CmdlineConfig {
                     }
                     cfg.pack = Some(value.to_string());
                 }
+                "pack_label" => {
+                    if !valid_scratch_label(value) {
+                        return Err(bad(
+                            &full,
+                            value,
+                            &format!(
+                                "expected a volume label of 1 to {MAX_SCRATCH_LABEL} letters, digits, '.', '_' or '-'"
+                            ),
+                        ));
+                    }
+                    cfg.pack_label = Some(value.to_string());
+                }
+                "pack_sha256" => {
+                    if !lab_protocol::valid_sha256(value) {
+                        return Err(bad(&full, value, "expected a sha256 of 64 lower-case hex digits"));
+                    }
+                    cfg.pack_sha256 = Some(value.to_string());
+                }
                 "scratch_fs" => {
                     if value.len() > 16 || !value.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()) {
                         return Err(bad(&full, value, "expected a filesystem type such as ext4, xfs or btrfs"));
@@ -704,6 +734,27 @@ impl CmdlineConfig {
     /// disk: without one they would configure nothing. The swap device
     /// cannot also be the scratch disk.
     fn check_storage_keys(&self) -> Result<(), SuiteError> {
+        match (&self.pack_label, &self.pack_sha256, &self.pack) {
+            (Some(label), Some(_), Some(_)) => {
+                return Err(bad("bootbench.pack_label", label, "give the pack by disk serial or by store label, not both"))
+            }
+            (Some(label), None, _) => {
+                return Err(bad("bootbench.pack_label", label, "needs bootbench.pack_sha256, the pack in the store"))
+            }
+            (None, Some(sha), _) => {
+                return Err(bad("bootbench.pack_sha256", sha, "needs bootbench.pack_label, the store that holds it"))
+            }
+            _ => {}
+        }
+        if let (Some(pack), Some(scratch)) = (&self.pack_label, &self.scratch_label) {
+            if pack == scratch {
+                return Err(bad(
+                    "bootbench.pack_label",
+                    pack,
+                    "the pack store cannot be the scratch filesystem (which is emptied before each run)",
+                ));
+            }
+        }
         if let (Some(_), Some(label)) = (&self.scratch, &self.scratch_label) {
             return Err(bad("bootbench.scratch_label", label, "give the scratch disk by device or by label, not both"));
         }

@@ -120,6 +120,22 @@ pub fn lab_scratch_modules(
     Ok(modules)
 }
 
+/// The modules a lab machine's candidate loads early to mount its userland
+/// pack from the machine's pack store: the disk and ext4 ones of
+/// [`lab_scratch_modules`], and the loop driver the pack's file is
+/// attached to. A kernel without ext4 or loop cannot mount it.
+pub fn lab_pack_modules(config: &KernelConfig, modules_dir_known: bool) -> Result<Vec<String>, ScratchDiskError> {
+    let mut modules = lab_scratch_modules(config, modules_dir_known, None)?;
+    let (option, module, what) = ("BLK_DEV_LOOP", "loop", "the pack's loop device");
+    match config.state(option) {
+        'm' if !modules_dir_known => return Err(ScratchDiskError::ModulesDirUnknown { module, what }),
+        'm' => modules.push(module.to_string()),
+        'n' => return Err(ScratchDiskError::NotBuilt { module, option, config: config.path.clone(), what }),
+        _ => {}
+    }
+    Ok(modules)
+}
+
 /// zram's compressors by `CONFIG_ZRAM_DEF_COMP` name: config option and
 /// module. The crypto API finds a compressor through a modprobe request,
 /// which the appliance has no modprobe to answer, so a modular one is

@@ -68,6 +68,7 @@ pub fn storage(scheduler: &str) -> StorageInfo {
         zram: None,
         pack_device: None,
         pack_mount: None,
+        pack_store: None,
     }
 }
 
