@@ -25,7 +25,14 @@ const LAB_SCRATCH: &str = "bb-lab";
 const LAB_PACKS: &str = "bb-packs";
 
 fn spec() -> MachineSpec {
-    MachineSpec { arch: "x86_64".into(), console: "ttyS0".into(), accel: "tcg".into(), poll_s: 3, scratch_label: None, pack_label: None }
+    MachineSpec {
+        arch: "x86_64".into(),
+        console: "ttyS0".into(),
+        accel: "tcg".into(),
+        poll_s: 3,
+        scratch_label: None,
+        pack_label: None,
+    }
 }
 
 fn receiver(db: &Path) -> Receiver {
@@ -78,7 +85,11 @@ fn json<T: serde::de::DeserializeOwned>(r: reqwest::blocking::Response) -> T {
 }
 
 fn hello_from(url: &str, machine: &str, token: &str) -> reqwest::blocking::Response {
-    let hello = Hello { agent_kernel: "6.1.0-test #1".into(), ..Hello::default() };
+    let hello = Hello {
+        agent_kernel: "6.1.0-test #1".into(),
+        capabilities: vec![loads::lab_protocol::CAPABILITY_PACK_STORE.into()],
+        ..Hello::default()
+    };
     post_json(format!("{url}/lab/machines/{machine}/hello"), Some(token), &hello)
 }
 
@@ -116,11 +127,14 @@ fn a_job_goes_from_the_queue_to_done_over_http_and_keeps_its_netconsole_lines() 
     store.add_machine("box1", &tokens::digest(BOX1), &spec()).unwrap();
     let kernel = b"a kernel image".repeat(1000);
     let initrd = b"an initramfs".repeat(500);
+    // A pack over several of the receiver's 256 KiB reads.
+    let pack: Vec<u8> = (0..1_500_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let pack_file = stash(&store, &pack);
     let job = NewJob {
         machine: "box1".into(),
         kernel: stash(&store, &kernel),
         initrd: stash(&store, &initrd),
-        pack: None,
+        pack: Some(loads::lab_protocol::JobPack { file: pack_file.clone(), label: "bb-packs".into() }),
         token: tokens::digest(JOB),
     };
     let id = store.lab_submit(&job, |id| Ok(format!("console=ttyS0 bootbench.lab_job={id}"))).unwrap();
@@ -138,11 +152,20 @@ fn a_job_goes_from_the_queue_to_done_over_http_and_keeps_its_netconsole_lines() 
     let NextAnswer::Run { job: offer } = next else { panic!("no job offered: {next:?}") };
     assert_eq!((offer.id, &offer.kernel, &offer.initrd), (id, &job.kernel, &job.initrd));
     assert_eq!(offer.cmdline, format!("console=ttyS0 bootbench.lab_job={id}"));
-    for (file, want) in [("kernel", &kernel), ("initrd", &initrd)] {
+    assert_eq!(offer.pack.as_ref().map(|p| (&p.file, p.label.as_str())), Some((&pack_file, "bb-packs")));
+    for (file, want) in [("kernel", &kernel), ("initrd", &initrd), ("pack", &pack)] {
         let got = client().get(format!("{url}/lab/jobs/{id}/{file}")).bearer_auth(BOX1).send().unwrap();
         assert_eq!(got.status().as_u16(), 200, "{file}");
+        assert_eq!(got.content_length(), Some(want.len() as u64), "{file}");
         assert_eq!(&got.bytes().unwrap().to_vec(), want, "{file}");
     }
+    // The agent's own client streams it to a file, checking its sha256.
+    let mut agent = results_uploader::LabClient::new(&url, BOX1, results_uploader::UploadSettings::host()).unwrap();
+    let dest = dir.path().join("fetched-pack");
+    let path = loads::lab_protocol::file_path(id, loads::lab_protocol::FileKind::Pack);
+    let expect = results_uploader::ExpectedFile { bytes: pack_file.bytes, sha256: &pack_file.sha256 };
+    agent.download(&path, &dest, expect, loads::lab_protocol::MAX_PACK_BYTES).unwrap();
+    assert_eq!(std::fs::read(&dest).unwrap(), pack);
     let ev = post_json(format!("{url}/lab/jobs/{id}/events"), Some(BOX1), &JobEvent::Kexec);
     assert_eq!(ev.status().as_u16(), 200);
     assert_eq!(store.lab_job(id).unwrap().state, "kexec");
@@ -198,6 +221,12 @@ fn agent_requests_need_their_own_machines_valid_token() {
     let (s, e) = error_of(hello_from(&url, "box1", BOX2));
     assert_eq!(s, 403);
     assert!(e.contains("token of 'box2'") && e.contains("'box1'"), "{e}");
+    // A job without a pack has no pack to fetch.
+    assert_eq!(hello_from(&url, "box1", BOX1).status().as_u16(), 200);
+    let next = client().get(format!("{url}/lab/machines/box1/next")).bearer_auth(BOX1).send().unwrap();
+    assert_eq!(next.status().as_u16(), 200);
+    let (s, e) = error_of(client().get(format!("{url}/lab/jobs/{id}/pack")).bearer_auth(BOX1).send().unwrap());
+    assert_eq!((s, e.as_str()), (404, format!("job {id} has no userland pack").as_str()));
     let (s, e) = error_of(hello_from(&url, "ghost", BOX1));
     assert_eq!(s, 403, "{e}");
     // box2 may not fetch box1's job, even once it is sent.
@@ -273,6 +302,23 @@ fn lab_submit_queues_each_boot_as_a_job_and_prints_its_id() {
         let r = submit(&args);
         assert!(!r.status.success() && r.stderr.contains(says), "{extra:?}: {}", r.transcript());
     }
+    // The userland pack needs the machine's pack store.
+    let db_arg = db.to_str().unwrap();
+    for (extra, says) in [
+        (
+            &["--workloads", "sdet"][..],
+            "workload sdet runs the userland pack's programs, and lab machine 'box1' has no pack store",
+        ),
+        (
+            &["--workloads", "fork", "--pack", "/srv/pack.ext4"][..],
+            "--pack /srv/pack.ext4: lab machine 'box1' has no pack store",
+        ),
+    ] {
+        let mut args = vec!["lab", "submit", "--lab-db", db_arg, "--machine", "box1"];
+        args.extend_from_slice(extra);
+        let r = support::run_bootbench(args, Duration::from_secs(300));
+        assert!(!r.status.success() && r.stderr.contains(says), "{extra:?}: {}", r.transcript());
+    }
     assert_eq!(store.lab_jobs(None, 10).unwrap().len(), 2, "nothing more was queued");
 }
 
@@ -328,7 +374,8 @@ impl LabMachine {
         std::fs::write(before.join(".bootbench-scratch"), b"claimed by a run before\n").unwrap();
         mke2fs(&["-L", LAB_SCRATCH, "-d", before.to_str().unwrap()], &dir.path().join("scratch.img"), "64M");
         // The lab's pack store: a new ext4 filesystem labelled for it.
-        mke2fs(&["-L", LAB_PACKS], &dir.path().join("packs.img"), "64M");
+        // Sparse: room for the x86_64 pack (2 GiB) in the long tier.
+        mke2fs(&["-L", LAB_PACKS], &dir.path().join("packs.img"), "3G");
         let r = receiver(&db);
         let token_file = dir.path().join("box1.token");
         std::fs::write(&token_file, format!("{BOX1}\n")).unwrap();
@@ -807,4 +854,60 @@ fn long_tier_an_agent_without_a_receiver_or_with_a_revoked_token_powers_off_sayi
     assert!(serial.contains(&poweroff) && serial.contains("this token was revoked"), "{serial}");
     assert!(!serial.contains("retry_in_s=2 "), "a refusal is not retried: {serial}");
     assert!(!serial.contains(BOX1), "the token never reaches the console");
+}
+
+/// The userland pack on a lab machine: SDET's real scripts run from bootbench's
+/// x86_64 pack, which the agent fetches into the machine's pack store for the
+/// first job and finds there for the second.
+#[test]
+#[ignore = "long tier: run scripts/test --long"]
+fn long_tier_a_lab_machine_runs_sdet_from_its_pack_store_fetching_the_pack_once() {
+    support::require_local_pack();
+    let _lock = support::boot_lock();
+    let mut m = LabMachine::new();
+    m.power_on();
+    assert!(m.wait_for_hellos(1, Duration::from_secs(240)), "the agent never said hello:\n{}", m.transcript());
+    let pack_events = |m: &LabMachine| -> Vec<String> {
+        m.serial_text().lines().filter(|l| l.contains("EVENT agent-pack ")).map(|l| l.to_string()).collect()
+    };
+    let mut walls = Vec::new();
+    for round in 0..2 {
+        let out = m.dir.path().join(format!("sdet-{round}.json"));
+        let t = Instant::now();
+        let run = m.run(
+            &out,
+            &[
+                "--workloads",
+                "sdet",
+                "--iterations",
+                "1",
+                "--warmup",
+                "0",
+                "--append",
+                "bootbench.sdet.levels=[1] bootbench.sdet.units=14",
+                "--timeout-boot",
+                "300",
+                "--timeout-total",
+                "900",
+            ],
+        );
+        walls.push(t.elapsed());
+        run.assert_success();
+        let boot = support::only_boot(&out, &run);
+        assert_eq!(boot.boot.classification, "ok", "{:?}\n{}", boot.boot.detail, m.transcript());
+        let doc = boot.result.as_ref().expect("the uploaded document");
+        assert_eq!(doc.status, loads::schema::Status::Complete, "{:?}", doc.errors);
+        let sdet = doc.workloads.iter().find(|w| w.name == "sdet").expect("an sdet result");
+        assert!(sdet.error.is_none() && !sdet.iterations.is_empty(), "{sdet:?}");
+        let storage = doc.provenance.storage.as_ref().expect("the candidate's storage");
+        let pack = boot.pack.as_ref().expect("the record names the pack");
+        let store = storage.pack_store.as_ref().expect("the pack came from the store");
+        assert_eq!(store.file, format!("packs/{}.ext4", pack.image_sha256));
+        assert!(!pack.packages.is_empty(), "bootbench's pack, with its manifest");
+        let events = pack_events(&m);
+        assert_eq!(events.len(), round + 1, "{events:?}");
+        let want = if round == 0 { " cached=0 " } else { " cached=1 " };
+        assert!(events[round].contains(want), "{events:?}");
+        eprintln!("lab machine, job {round}: wall {:.1} s; {}", walls[round].as_secs_f64(), events[round]);
+    }
 }

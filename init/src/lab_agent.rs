@@ -253,7 +253,7 @@ fn stage_pack(lab: &mut impl Lab, m: &mut impl Machine, id: u64, pack: &JobPack)
     let root = m.open_pack_store(&pack.label).map_err(|e| JobEnd::Failed(format!("the pack store: {e}")))?;
     let t0 = Instant::now();
     let mut refused = false;
-    let staged = pack_store::stage(&root, &pack.label, &pack.file, pack_store::real_free, |dest| {
+    let staged = pack_store::stage(&root, &pack.label, &pack.file, pack_store::free_bytes, |dest| {
         lab.fetch(id, FileKind::Pack, &pack.file, dest).map_err(|e| {
             refused = e.is_auth_refusal();
             error_chain(&e)
@@ -264,7 +264,10 @@ fn stage_pack(lab: &mut impl Lab, m: &mut impl Machine, id: u64, pack: &JobPack)
         Ok(s) => s,
         Err(e) if refused => {
             return Err(JobEnd::Stop(AgentEnd::PowerOff {
-                reason: format!("the lab receiver refused this machine's token (fetching the pack): {}", error_chain(&e)),
+                reason: format!(
+                    "the lab receiver refused this machine's token (fetching the pack): {}",
+                    error_chain(&e)
+                ),
             }))
         }
         Err(e) => return Err(JobEnd::Failed(format!("the pack store: {}", error_chain(&e)))),
@@ -352,8 +355,11 @@ impl Lab for HttpLab {
 
     fn fetch(&mut self, job: u64, kind: FileKind, file: &JobFile, dest: &Path) -> Result<(), LabError> {
         let expect = ExpectedFile { bytes: file.bytes, sha256: &file.sha256 };
-        let limit = if kind == FileKind::Pack { MAX_PACK_BYTES } else { MAX_JOB_FILE_BYTES };
-        self.client.download(&lab_protocol::file_path(job, kind), dest, expect, limit)
+        let path = lab_protocol::file_path(job, kind);
+        match kind {
+            FileKind::Pack => self.client.download_at(&path, dest, expect, MAX_PACK_BYTES, lab_protocol::PACK_MIN_RATE),
+            FileKind::Kernel | FileKind::Initrd => self.client.download(&path, dest, expect, MAX_JOB_FILE_BYTES),
+        }
     }
 
     fn report(&mut self, job: u64, event: &JobEvent) -> Result<(), LabError> {
@@ -381,6 +387,11 @@ impl Machine for ThisMachine {
     }
 
     fn boot(&mut self, kernel: &Path, initrd: &Path, cmdline: &str) -> Result<(), String> {
+        // A store left mounted writable by a failed unmount is unmounted
+        // now, or no kernel boots over it.
+        if pack_store::agent_mount_left() && pack_store::close_for_agent().is_err() {
+            return Err(error_chain(&pack_store::PackStoreError::StillMounted));
+        }
         kexec::load(kernel, initrd, cmdline).map_err(|e| error_chain(&e))?;
         drain_console();
         Err(error_chain(&kexec::reboot_into_loaded()))
@@ -421,6 +432,7 @@ fn hello_now() -> Hello {
         boot_id,
         watchdog_reset,
         watchdog,
+        capabilities: vec![lab_protocol::CAPABILITY_PACK_STORE.to_string()],
     }
 }
 
@@ -564,6 +576,11 @@ mod tests {
         fn fetch(&mut self, job: u64, kind: FileKind, _: &JobFile, dest: &Path) -> Result<(), LabError> {
             self.fetched.push((job, kind.name()));
             match self.fetches.pop_front() {
+                Some(Err(e)) => {
+                    // What a download that failed midway leaves.
+                    std::fs::write(dest, b"par").unwrap();
+                    Err(e)
+                }
                 Some(r) => r,
                 None => {
                     std::fs::write(dest, kind.name()).unwrap();
@@ -649,7 +666,11 @@ mod tests {
         m.events.clear();
         assert_eq!(run_fake(&mut lab, &mut m), AgentEnd::Booted { job: 2 });
         assert_eq!(lab.fetched, [(2, "kernel"), (2, "initrd")]);
-        assert!(m.events.iter().any(|(n, t)| n == EVENT_AGENT_PACK && t.starts_with("id=2 cached=1 ")), "{:?}", m.events);
+        assert!(
+            m.events.iter().any(|(n, t)| n == EVENT_AGENT_PACK && t.starts_with("id=2 cached=1 ")),
+            "{:?}",
+            m.events
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@
 
 mod block_device;
 mod bounded_child;
+mod claimed_fs;
 mod config;
 mod dhcp_client;
 mod hw_watchdog;

@@ -47,7 +47,9 @@ pub enum PackStoreError {
         source: std::io::Error,
     },
     /// mount(2) refused the store.
-    #[error("cannot mount the pack store '{label}' ({device}) {how} on {path} (is ext4 built in or its module packed?)")]
+    #[error(
+        "cannot mount the pack store '{label}' ({device}) {how} on {path} (is ext4 built in or its module packed?)"
+    )]
     Mount {
         /// The label.
         label: String,
@@ -61,18 +63,21 @@ pub enum PackStoreError {
         #[source]
         source: nix::Error,
     },
-    /// The filesystem with the label holds somebody's files.
-    #[error("the filesystem labelled '{label}' holds {entries} entries (e.g. '{first}') and no {PACK_STORE_MARKER}: it was not made for bootbench, so nothing is written to it (a new one made with mke2fs -L {label} is claimed by the first job)")]
-    NotOurs {
-        /// The label.
-        label: String,
-        /// How many entries besides lost+found.
-        entries: usize,
-        /// One of them.
-        first: String,
-    },
+    /// The filesystem with the label is not bootbench's, or could not be
+    /// looked at.
+    #[error(transparent)]
+    Claim(#[from] crate::claimed_fs::ClaimError),
+    /// The job's sha256 cannot name a file.
+    #[error("'{0}' is not a sha256 (64 lower-case hex digits)")]
+    BadSha256(String),
+    /// The store is still mounted writable after the agent tried to
+    /// unmount it: no kernel is booted over it.
+    #[error("the pack store is still mounted at {AGENT_MOUNT} after its unmount failed; no candidate boots over a writable mount of it")]
+    StillMounted,
     /// The candidate found a store without the marker.
-    #[error("the filesystem labelled '{label}' is not a pack store (no {PACK_STORE_MARKER}): its agent has not claimed it")]
+    #[error(
+        "the filesystem labelled '{label}' is not a pack store (no {PACK_STORE_MARKER}): its agent has not claimed it"
+    )]
     NotAStore {
         /// The label.
         label: String,
@@ -139,34 +144,22 @@ fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> 
     move |source| PackStoreError::Io { what, path: path.display().to_string(), source }
 }
 
-/// The entries at the root of the store mounted at `root`.
-fn entries(root: &Path) -> Result<Vec<String>, PackStoreError> {
-    let mut names = Vec::new();
-    for entry in fs::read_dir(root).map_err(io("read", root))? {
-        names.push(entry.map_err(io("read", root))?.file_name().to_string_lossy().into_owned());
-    }
-    Ok(names)
-}
-
-/// Claims the store mounted at `root` (writable): a store with the marker
-/// is ours; a new filesystem (only `lost+found`) gets it; anything else is
-/// refused, untouched. Returns whether it was claimed now.
+/// Claims the store mounted (writable) at `root` by `claimed_fs`' rule:
+/// a store with the marker is ours; a new filesystem gets it; anything
+/// else is refused, untouched. Returns whether it was claimed now.
 pub fn claim(root: &Path, label: &str) -> Result<bool, PackStoreError> {
-    let names = entries(root)?;
-    if names.iter().any(|n| n == PACK_STORE_MARKER) {
-        return Ok(false);
+    use crate::claimed_fs::{inspect, mark, Claim};
+    match inspect(root, label, PACK_STORE_MARKER)? {
+        Claim::Ours => Ok(false),
+        Claim::New => {
+            mark(root, PACK_STORE_MARKER, "bootbench keeps userland packs here (packs/SHA256.ext4)\n")?;
+            Ok(true)
+        }
     }
-    let others: Vec<&String> = names.iter().filter(|n| *n != "lost+found").collect();
-    if let Some(first) = others.first() {
-        return Err(PackStoreError::NotOurs { label: label.to_string(), entries: others.len(), first: first.to_string() });
-    }
-    let marker = root.join(PACK_STORE_MARKER);
-    fs::write(&marker, b"bootbench keeps userland packs here (packs/SHA256.ext4)\n").map_err(io("create", &marker))?;
-    Ok(true)
 }
 
 /// Bytes free for an unprivileged writer on the filesystem at `path`.
-fn free_bytes(path: &Path) -> Result<u64, PackStoreError> {
+pub fn free_bytes(path: &Path) -> Result<u64, PackStoreError> {
     let st = nix::sys::statvfs::statvfs(path).map_err(|e| PackStoreError::Io {
         what: "statvfs",
         path: path.display().to_string(),
@@ -197,13 +190,20 @@ pub fn stage(
     fetch: impl FnOnce(&Path) -> Result<(), String>,
 ) -> Result<Staged, PackStoreError> {
     if !lab_protocol::valid_sha256(&pack.sha256) {
-        return Err(PackStoreError::Fetch(format!("'{}' is not a sha256", pack.sha256.escape_debug())));
+        return Err(PackStoreError::BadSha256(pack.sha256.escape_debug().to_string()));
     }
     claim(root, label)?;
     let dir = root.join(PACK_STORE_DIR);
     fs::create_dir_all(&dir).map_err(io("create", &dir))?;
     let target = root.join(lab_protocol::pack_store_file(&pack.sha256));
     if fs::metadata(&target).map(|m| m.is_file() && m.len() == pack.bytes).unwrap_or(false) {
+        // Its time is when a job last used it: the oldest goes first when
+        // room is short.
+        fs::File::options()
+            .write(true)
+            .open(&target)
+            .and_then(|f| f.set_modified(std::time::SystemTime::now()))
+            .map_err(io("touch", &target))?;
         return Ok(Staged { cached: true, removed: Vec::new() });
     }
     // Left-overs of a fetch that did not end, and a damaged copy.
@@ -242,16 +242,24 @@ pub fn stage(
     Ok(Staged { cached: false, removed })
 }
 
-/// Mounts the store labelled `label` at `mount_point` with `flags`;
-/// returns its device.
-fn mount_store(label: &str, mount_point: &str, flags: MsFlags) -> Result<String, PackStoreError> {
+/// Mounts the store labelled `label` at `mount_point`: writable (after a
+/// read-only look says it is bootbench's or new), or read-only without
+/// replaying its journal, so that nothing is written; returns its device.
+fn mount_store(label: &str, mount_point: &str, writable: bool) -> Result<String, PackStoreError> {
     let device = volume_label::find(Path::new("/sys/class/block"), Path::new("/dev"), label, DEVICE_WAIT)?;
+    let mut flags = MsFlags::MS_NODEV | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
+    let (how, options) = if writable {
+        crate::claimed_fs::check_before_writing(&device, mount_point, label, PACK_STORE_MARKER)?;
+        ("read-write", None)
+    } else {
+        flags |= MsFlags::MS_RDONLY;
+        ("read-only", Some("noload"))
+    };
     fs::create_dir_all(mount_point)
         .map_err(|source| PackStoreError::MountPoint { path: mount_point.to_string(), source })?;
-    let how = if flags.contains(MsFlags::MS_RDONLY) { "read-only" } else { "read-write" };
     // ext4's driver mounts ext2 and ext3 too, and the label was read from
     // an ext2/3/4 superblock.
-    mount(Some(device.as_str()), mount_point, Some("ext4"), flags, None::<&str>).map_err(|source| {
+    mount(Some(device.as_str()), mount_point, Some("ext4"), flags, options).map_err(|source| {
         PackStoreError::Mount {
             label: label.to_string(),
             device: device.clone(),
@@ -266,8 +274,15 @@ fn mount_store(label: &str, mount_point: &str, flags: MsFlags) -> Result<String,
 /// The agent's side: mounts the store labelled `label` read-write at
 /// [`AGENT_MOUNT`]; returns the mount point.
 pub fn open_for_agent(label: &str) -> Result<PathBuf, PackStoreError> {
-    mount_store(label, AGENT_MOUNT, MsFlags::MS_NODEV | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC)?;
+    mount_store(label, AGENT_MOUNT, true)?;
     Ok(PathBuf::from(AGENT_MOUNT))
+}
+
+/// Whether the store is still mounted where the agent mounts it.
+pub fn agent_mount_left() -> bool {
+    fs::read_to_string("/proc/self/mounts")
+        .map(|m| m.lines().any(|l| l.split_whitespace().nth(1) == Some(AGENT_MOUNT)))
+        .unwrap_or(false)
 }
 
 /// The agent's side: syncs and unmounts the store, so that the kexec
@@ -286,8 +301,7 @@ pub fn close_for_agent() -> Result<(), PackStoreError> {
 /// device and mounts that at `PACK_MOUNT`. Returns the store as found and
 /// the loop device. On failure nothing stays mounted.
 pub fn mount_for_candidate(label: &str, sha256: &str) -> Result<(PackStoreInfo, String), PackStoreError> {
-    let flags = MsFlags::MS_RDONLY | MsFlags::MS_NODEV | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
-    let device = mount_store(label, CANDIDATE_MOUNT, flags)?;
+    let device = mount_store(label, CANDIDATE_MOUNT, false)?;
     let mounted = pack_from_store(Path::new(CANDIDATE_MOUNT), label, sha256);
     if mounted.is_err() {
         let _ = umount(CANDIDATE_MOUNT);
@@ -329,11 +343,6 @@ fn pack_from_store(root: &Path, label: &str, sha256: &str) -> Result<String, Pac
 pub fn unmount_for_candidate() {
     let _ = umount(PACK_MOUNT);
     let _ = umount(CANDIDATE_MOUNT);
-}
-
-/// [`stage`]'s free space: the real filesystem's.
-pub fn real_free(root: &Path) -> Result<u64, PackStoreError> {
-    free_bytes(root)
 }
 
 #[cfg(test)]
@@ -390,7 +399,7 @@ mod tests {
         let root = dir.path();
         fs::write(root.join("home.tar"), b"precious").unwrap();
         let e = stage(root, "data", &pack(1, 3), |_| Ok(u64::MAX), writer(3)).unwrap_err();
-        assert!(matches!(e, PackStoreError::NotOurs { entries: 1, .. }), "{e}");
+        assert!(matches!(e, PackStoreError::Claim(crate::claimed_fs::ClaimError::Foreign { entries: 1, .. })), "{e}");
         assert!(e.to_string().contains("home.tar") && e.to_string().contains("'data'"), "{e}");
         assert_eq!(names(root), ["home.tar"], "nothing written");
     }
@@ -400,10 +409,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         let p = pack(2, 5);
-        let e = stage(root, "bb", &p, |_| Ok(u64::MAX), |dest: &Path| {
-            fs::write(dest, b"par").unwrap();
-            Err("sha256 is 00, expected 02".into())
-        })
+        let e = stage(
+            root,
+            "bb",
+            &p,
+            |_| Ok(u64::MAX),
+            |dest: &Path| {
+                fs::write(dest, b"par").unwrap();
+                Err("sha256 is 00, expected 02".into())
+            },
+        )
         .unwrap_err();
         assert!(e.to_string().contains("sha256 is 00"), "{e}");
         assert!(names(&root.join("packs")).is_empty(), "{:?}", names(&root.join("packs")));
@@ -447,7 +462,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bad = JobFile { sha256: "../../etc/passwd".into(), bytes: 1 };
         let e = stage(dir.path(), "bb", &bad, |_| Ok(u64::MAX), writer(1)).unwrap_err();
-        assert!(e.to_string().contains("not a sha256"), "{e}");
+        assert!(matches!(e, PackStoreError::BadSha256(_)) && e.to_string().contains("not a sha256"), "{e}");
         assert!(names(dir.path()).is_empty());
     }
 

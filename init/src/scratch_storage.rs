@@ -114,16 +114,10 @@ pub enum StorageError {
         #[source]
         source: std::io::Error,
     },
-    /// The filesystem with the label holds somebody's files.
-    #[error("the filesystem labelled '{label}' holds {entries} entries (e.g. '{first}') and no {SCRATCH_MARKER}: it was not made for bootbench, so nothing on it is touched (a new one made with mke2fs -L {label} is claimed by the first run)")]
-    NotOurs {
-        /// The label.
-        label: String,
-        /// How many entries besides lost+found.
-        entries: usize,
-        /// One of them.
-        first: String,
-    },
+    /// The filesystem with the label is not bootbench's, or could not be
+    /// looked at.
+    #[error(transparent)]
+    Claim(#[from] crate::claimed_fs::ClaimError),
     /// umount(2) refused at the end of the run.
     #[error("cannot unmount {SCRATCH_MOUNT} (a process may still use it); the guest powers off with it mounted")]
     Unmount(#[source] nix::Error),
@@ -201,30 +195,23 @@ pub const SCRATCH_MARKER: &str = ".bootbench-scratch";
 
 /// Claims the scratch filesystem found by its label at `mount` (a lab
 /// machine's partition keeps the last job's files; a QEMU scratch disk is
-/// new at every boot): with [`SCRATCH_MARKER`], everything but the marker
-/// and `lost+found` goes; a new filesystem (only `lost+found`) gets the
-/// marker; anything else is somebody's files and is left alone, refused.
-/// Returns how many entries were removed.
+/// new at every boot), by `claimed_fs`' rule: with [`SCRATCH_MARKER`],
+/// everything but the marker and `lost+found` goes; a new filesystem gets
+/// the marker; anything else is somebody's files and is left alone,
+/// refused. Returns how many entries were removed.
 fn claim_scratch(mount: &Path, label: &str) -> Result<usize, StorageError> {
-    let read_err = |source| StorageError::Empty { what: "read", path: mount.display().to_string(), source };
-    let mut names = Vec::new();
-    for entry in fs::read_dir(mount).map_err(read_err)? {
-        names.push(entry.map_err(read_err)?.file_name().to_string_lossy().into_owned());
-    }
-    let ours = names.iter().any(|n| n == SCRATCH_MARKER);
-    let others: Vec<&String> = names.iter().filter(|n| *n != "lost+found" && *n != SCRATCH_MARKER).collect();
-    if !ours {
-        if let Some(first) = others.first() {
-            return Err(StorageError::NotOurs {
-                label: label.to_string(),
-                entries: others.len(),
-                first: first.to_string(),
-            });
-        }
-        let marker = mount.join(SCRATCH_MARKER);
-        fs::write(&marker, b"bootbench may empty this filesystem before each run\n")
-            .map_err(|source| StorageError::Empty { what: "create", path: marker.display().to_string(), source })?;
+    use crate::claimed_fs::{inspect, mark, Claim};
+    if inspect(mount, label, SCRATCH_MARKER)? == Claim::New {
+        mark(mount, SCRATCH_MARKER, "bootbench may empty this filesystem before each run\n")?;
         return Ok(0);
+    }
+    let read_err = |source| StorageError::Empty { what: "read", path: mount.display().to_string(), source };
+    let mut others = Vec::new();
+    for entry in fs::read_dir(mount).map_err(read_err)? {
+        let name = entry.map_err(read_err)?.file_name().to_string_lossy().into_owned();
+        if name != "lost+found" && name != SCRATCH_MARKER {
+            others.push(name);
+        }
     }
     for name in &others {
         let path = mount.join(name);
@@ -347,7 +334,15 @@ pub fn setup(cmdline: &CmdlineConfig) -> (Option<StorageInfo>, Vec<StorageError>
         let fstype = cmdline.scratch_fs.as_deref().unwrap_or(DEFAULT_SCRATCH_FS);
         info.scratch_device = Some(device.clone());
         info.scratch_fs = Some(fstype.to_string());
-        match mount_scratch(device, fstype) {
+        // A filesystem found by its label is looked at read-only first:
+        // somebody's is never mounted writable.
+        let checked = match &info.scratch_label {
+            Some(label) => crate::claimed_fs::check_before_writing(device, SCRATCH_MOUNT, label, SCRATCH_MARKER)
+                .map(|_| ())
+                .map_err(StorageError::from),
+            None => Ok(()),
+        };
+        match checked.and_then(|()| mount_scratch(device, fstype)) {
             Ok(()) => {
                 info.scratch_mount = Some(SCRATCH_MOUNT.to_string());
                 if let Some(label) = info.scratch_label.clone() {

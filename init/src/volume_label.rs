@@ -78,8 +78,20 @@ fn block_devices(sys_class_block: &Path) -> Vec<String> {
         .map(|d| d.filter_map(Result::ok).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
         .unwrap_or_default();
     names.retain(|n| !SKIPPED_PREFIXES.iter().any(|p| n.starts_with(p)));
+    // A whole disk that holds partitions: an old superblock left at its
+    // start (mke2fs on the whole disk, then a partition table) is not a
+    // filesystem anyone uses.
+    names.retain(|n| !has_partitions(sys_class_block, n));
     names.sort();
     names
+}
+
+/// Whether disk `name` has partitions: a child directory of its sysfs
+/// directory with a `partition` file.
+fn has_partitions(sys_class_block: &Path, name: &str) -> bool {
+    std::fs::read_dir(sys_class_block.join(name))
+        .map(|d| d.filter_map(Result::ok).any(|e| e.path().join("partition").is_file()))
+        .unwrap_or(false)
 }
 
 /// The one device (`DEV_DIR/NAME`) whose ext2/3/4 filesystem is labelled
@@ -184,6 +196,18 @@ mod tests {
         assert!(e.to_string().contains("'other'") && e.to_string().contains("sda, sda1, sda2, sdb"), "{e}");
         // A prefix of the label is not the label.
         assert!(find(&sys, &dev, "bb-scratc", Duration::ZERO).is_err());
+    }
+
+    #[test]
+    fn a_stale_label_on_a_whole_disk_with_partitions_is_not_looked_at() {
+        // sdb was mke2fs'd whole once, then partitioned: its old
+        // superblock still says bb-scratch, its partition too.
+        let m = machine(&[("sdb", image(EXT_MAGIC, b"bb-scratch")), ("sdb1", image(EXT_MAGIC, b"bb-scratch"))]);
+        let sys = m.path().join("sys");
+        std::fs::create_dir_all(sys.join("sdb/sdb1")).unwrap();
+        std::fs::write(sys.join("sdb/sdb1/partition"), b"1\n").unwrap();
+        let found = find(&sys, &m.path().join("dev"), "bb-scratch", Duration::ZERO).unwrap();
+        assert_eq!(found, m.path().join("dev/sdb1").display().to_string());
     }
 
     #[test]

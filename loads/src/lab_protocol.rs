@@ -75,6 +75,12 @@ pub const JOB_KEY: &str = "bootbench.lab_job";
 pub const MAX_MACHINE_NAME: usize = 64;
 /// The largest job file an agent downloads (kernel or initramfs).
 pub const MAX_JOB_FILE_BYTES: u64 = 1 << 30;
+/// The slowest rate a lab machine is given time for when it fetches a
+/// job's pack into its store, in bytes per second: the agent's download
+/// is cut at the pack's size at this rate (and the request timeout), and
+/// the host waits that long on top of its boot bound while the agent has
+/// the job. 8 Mbit/s: a 2 GiB pack has about 34 minutes.
+pub const PACK_MIN_RATE: u64 = 1 << 20;
 /// The largest userland pack an agent fetches into its pack store.
 pub const MAX_PACK_BYTES: u64 = 32 << 30;
 /// The file at the root of a pack store that says bootbench may write
@@ -124,7 +130,16 @@ pub struct Hello {
     /// The watchdog that said so (its identity string), when one did.
     #[serde(default)]
     pub watchdog: Option<String>,
+    /// What this agent can do beyond booting a kernel, e.g.
+    /// [`CAPABILITY_PACK_STORE`]; an older agent sends none.
+    #[serde(default)]
+    pub capabilities: Vec<String>,
 }
+
+/// The capability of an agent that puts a job's pack into the machine's
+/// pack store ([`JobPack`]): a job with a pack is never offered to an
+/// agent without it, which would boot the candidate without its pack.
+pub const CAPABILITY_PACK_STORE: &str = "pack-store";
 
 /// The receiver's answer to [`Hello`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

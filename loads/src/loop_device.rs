@@ -3,8 +3,8 @@
 //! guest's init (a lab machine's pack, a file in its pack store).
 //!
 //! The device is set up with `LOOP_CONFIGURE` (one ioctl: backing file,
-//! read-only and autoclear together, Linux 5.8 or later) over nix's ioctl
-//! macros rather than a loop-device crate (those generate their bindings
+//! read-only and autoclear together, Linux 5.8 or later; before it,
+//! `LOOP_SET_FD` and `LOOP_SET_STATUS64`) over nix's ioctl macros rather than a loop-device crate (those generate their bindings
 //! with bindgen, a libclang build dependency, and the init is built static
 //! for every guest arch) or the `losetup` program (the appliance has none).
 //! Autoclear lets the kernel detach the device itself when its last user
@@ -21,7 +21,9 @@ use std::path::{Path, PathBuf};
 /// `/dev/loop-control`.
 pub const LOOP_CONTROL: &str = "/dev/loop-control";
 // <linux/loop.h>: the ioctl numbers are plain (not _IOC-encoded).
+const LOOP_SET_FD: u32 = 0x4C00;
 const LOOP_CLR_FD: u32 = 0x4C01;
+const LOOP_SET_STATUS64: u32 = 0x4C04;
 const LOOP_CONFIGURE: u32 = 0x4C0A;
 const LOOP_CTL_GET_FREE: u32 = 0x4C82;
 const LO_FLAGS_READ_ONLY: u32 = 1;
@@ -69,6 +71,17 @@ nix::ioctl_write_ptr_bad!(
     LOOP_CONFIGURE,
     LoopConfig
 );
+nix::ioctl_write_int_bad!(
+    /// Binds a backing file to a loop device (before Linux 5.8).
+    loop_set_fd,
+    LOOP_SET_FD
+);
+nix::ioctl_write_ptr_bad!(
+    /// Sets a bound loop device's flags (before Linux 5.8).
+    loop_set_status64,
+    LOOP_SET_STATUS64,
+    LoopInfo64
+);
 nix::ioctl_none_bad!(
     /// Detaches a loop device (or marks it autoclear while in use).
     loop_clr_fd,
@@ -94,9 +107,12 @@ pub enum LoopError {
         #[source]
         source: std::io::Error,
     },
-    /// `LOOP_CONFIGURE` failed.
-    #[error("LOOP_CONFIGURE on {} (needs Linux 5.8 or later)", .device.display())]
+    /// `LOOP_CONFIGURE` failed, or on a kernel without it `LOOP_SET_FD`
+    /// or `LOOP_SET_STATUS64`.
+    #[error("{call} on {}", .device.display())]
     Configure {
+        /// The ioctl that failed.
+        call: &'static str,
         /// The device.
         device: PathBuf,
         /// Why.
@@ -115,30 +131,30 @@ fn kernel_name(image: &Path) -> [u8; LO_NAME_SIZE] {
     name
 }
 
+/// The read-only, autoclear `loop_info64` of `image`.
+fn info(image: &Path) -> LoopInfo64 {
+    LoopInfo64 {
+        lo_device: 0,
+        lo_inode: 0,
+        lo_rdevice: 0,
+        lo_offset: 0,
+        lo_sizelimit: 0,
+        lo_number: 0,
+        lo_encrypt_type: 0,
+        lo_encrypt_key_size: 0,
+        lo_flags: LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR,
+        lo_file_name: kernel_name(image),
+        lo_crypt_name: [0; LO_NAME_SIZE],
+        lo_encrypt_key: [0; 32],
+        lo_init: [0; 2],
+    }
+}
+
 /// Attaches `backing` (the open `image`) read-only, with autoclear, to a
 /// free loop device; returns the device, open, and its path.
 pub fn attach_read_only(image: &Path, backing: &File) -> Result<(File, PathBuf), LoopError> {
     let control = File::open(LOOP_CONTROL).map_err(LoopError::Control)?;
-    let config = LoopConfig {
-        fd: backing.as_raw_fd() as u32,
-        block_size: 0,
-        info: LoopInfo64 {
-            lo_device: 0,
-            lo_inode: 0,
-            lo_rdevice: 0,
-            lo_offset: 0,
-            lo_sizelimit: 0,
-            lo_number: 0,
-            lo_encrypt_type: 0,
-            lo_encrypt_key_size: 0,
-            lo_flags: LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR,
-            lo_file_name: kernel_name(image),
-            lo_crypt_name: [0; LO_NAME_SIZE],
-            lo_encrypt_key: [0; 32],
-            lo_init: [0; 2],
-        },
-        reserved: [0; 8],
-    };
+    let config = LoopConfig { fd: backing.as_raw_fd() as u32, block_size: 0, info: info(image), reserved: [0; 8] };
     let mut tries = 0;
     loop {
         tries += 1;
@@ -149,13 +165,34 @@ pub fn attach_read_only(image: &Path, backing: &File) -> Result<(File, PathBuf),
         let file = File::open(&device).map_err(|source| LoopError::Open { device: device.clone(), source })?;
         // SAFETY: `config` is a valid `struct loop_config` that outlives the
         // call, and `file` is a loop device.
-        match unsafe { loop_configure(file.as_raw_fd(), &config) } {
-            Ok(_) => return Ok((file, device)),
+        let configured = match unsafe { loop_configure(file.as_raw_fd(), &config) } {
+            // Before Linux 5.8: bind, then set the flags.
+            Err(nix::errno::Errno::EINVAL | nix::errno::Errno::ENOTTY) => {
+                set_fd_then_status(&file, backing, &config.info)
+            }
+            other => other.map(|_| ()).map_err(|e| ("LOOP_CONFIGURE", e)),
+        };
+        match configured {
+            Ok(()) => return Ok((file, device)),
             // Another process took it between the two calls.
-            Err(nix::errno::Errno::EBUSY) if tries < ATTACH_TRIES => continue,
-            Err(source) => return Err(LoopError::Configure { device, source }),
+            Err((_, nix::errno::Errno::EBUSY)) if tries < ATTACH_TRIES => continue,
+            Err((call, source)) => return Err(LoopError::Configure { call, device, source }),
         }
     }
+}
+
+/// The pre-5.8 way: `LOOP_SET_FD` (read-only, since `backing` was opened
+/// read-only), then `LOOP_SET_STATUS64` for autoclear; undone when the
+/// second fails.
+fn set_fd_then_status(file: &File, backing: &File, info: &LoopInfo64) -> Result<(), (&'static str, nix::Error)> {
+    // SAFETY: `file` is a loop device; LOOP_SET_FD takes the backing fd.
+    unsafe { loop_set_fd(file.as_raw_fd(), backing.as_raw_fd()) }.map_err(|e| ("LOOP_SET_FD", e))?;
+    // SAFETY: `info` is a valid `struct loop_info64` that outlives the call.
+    if let Err(e) = unsafe { loop_set_status64(file.as_raw_fd(), info) } {
+        detach(file);
+        return Err(("LOOP_SET_STATUS64", e));
+    }
+    Ok(())
 }
 
 /// Detaches the loop device `file` at once, or, while it is still in use
@@ -176,6 +213,36 @@ mod tests {
         // <linux/loop.h>: 232 bytes of loop_info64, 304 of loop_config.
         assert_eq!(std::mem::size_of::<LoopInfo64>(), 232);
         assert_eq!(std::mem::size_of::<LoopConfig>(), 304);
+    }
+
+    /// Both ways of attaching, on this host's loop driver (root, as
+    /// `bootbench local` and the tests' CI run): read-only, autoclear, the
+    /// right file.
+    #[test]
+    fn a_file_is_attached_read_only_with_autoclear_by_loop_configure_and_by_the_calls_before_linux_5_8() {
+        assert!(nix::unistd::geteuid().is_root(), "missing prerequisite: root (loop devices)");
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("img");
+        std::fs::write(&img, vec![0u8; 1 << 20]).unwrap();
+        let backing = File::open(&img).unwrap();
+        let check = |device: &Path| {
+            let n = device.display().to_string().trim_start_matches("/dev/loop").to_string();
+            let read = |f: &str| std::fs::read_to_string(format!("/sys/block/loop{n}/{f}")).unwrap().trim().to_string();
+            assert_eq!(read("ro"), "1", "{}", device.display());
+            assert_eq!(read("loop/autoclear"), "1", "{}", device.display());
+            assert_eq!(read("loop/backing_file"), img.display().to_string());
+        };
+        let (file, device) = attach_read_only(&img, &backing).unwrap();
+        check(&device);
+        detach(&file);
+        let control = File::open(LOOP_CONTROL).expect("missing prerequisite: the loop driver");
+        // SAFETY: LOOP_CTL_GET_FREE takes no argument.
+        let n = unsafe { loop_ctl_get_free(control.as_raw_fd()) }.unwrap();
+        let device = PathBuf::from(format!("/dev/loop{n}"));
+        let file = File::open(&device).unwrap();
+        set_fd_then_status(&file, &backing, &info(&img)).unwrap();
+        check(&device);
+        detach(&file);
     }
 
     #[test]

@@ -300,14 +300,35 @@ impl LabClient {
     /// soon as it passes `expect.bytes` or `limit`, checked against
     /// `expect.sha256` while it streams. On any error `dest` is removed.
     pub fn download(&mut self, path: &str, dest: &Path, expect: ExpectedFile<'_>, limit: u64) -> Result<(), LabError> {
-        let r = self.download_into(path, dest, expect, limit);
+        self.download_at(path, dest, expect, limit, MIN_DOWNLOAD_RATE)
+    }
+
+    /// [`LabClient::download`], given time for `expect.bytes` at
+    /// `min_rate` bytes per second (a job's kernel and initramfs get
+    /// [`MIN_DOWNLOAD_RATE`]; a userland pack the rate the host allows it).
+    pub fn download_at(
+        &mut self,
+        path: &str,
+        dest: &Path,
+        expect: ExpectedFile<'_>,
+        limit: u64,
+        min_rate: u64,
+    ) -> Result<(), LabError> {
+        let r = self.download_into(path, dest, expect, limit, min_rate.max(1));
         if r.is_err() {
             let _ = std::fs::remove_file(dest);
         }
         r
     }
 
-    fn download_into(&mut self, path: &str, dest: &Path, expect: ExpectedFile<'_>, limit: u64) -> Result<(), LabError> {
+    fn download_into(
+        &mut self,
+        path: &str,
+        dest: &Path,
+        expect: ExpectedFile<'_>,
+        limit: u64,
+        min_rate: u64,
+    ) -> Result<(), LabError> {
         let url_text = self.url(path).to_string();
         if expect.bytes > limit {
             return Err(LabError::TooLarge {
@@ -317,7 +338,7 @@ impl LabClient {
                 why: "the job's size for it is over what an agent downloads",
             });
         }
-        let timeout = self.settings.policy.request_timeout + Duration::from_secs(expect.bytes / MIN_DOWNLOAD_RATE);
+        let timeout = self.settings.policy.request_timeout + Duration::from_secs(expect.bytes / min_rate);
         let (_, mut resp) = self.send("GET", path, None, timeout)?;
         if let Some(len) = resp.content_length().filter(|l| *l > expect.bytes) {
             return Err(LabError::TooLarge { url: url_text, got: len, limit: expect.bytes, why: "the job's size" });

@@ -14,12 +14,12 @@ use crate::boot::prepared_image::{prepare_image, PreparedImage};
 use crate::boot::secrets_segment::{self, GuestSecrets};
 #[cfg(test)]
 use crate::boot::target::{LabTargetArgs, Target};
+use crate::pack::choice::PackChoice;
+use crate::results::pack::PackRecord;
 use crate::results::{BootInfo, BootRecord, ChannelReport, KeptWorkloads, LabJob, MachineShape, ResultsFile};
 use crate::service::lab_queue::{Job, Machine, NewJob, RESULT_UPLOADED_LINE};
 use crate::service::store::{RunKind, Store};
 use anyhow::{bail, Context};
-use crate::pack::choice::PackChoice;
-use crate::results::pack::PackRecord;
 use loads::lab_protocol::{self, JobFile, JobPack};
 use loads::schema::RunDocument;
 use qemu::console_scan::ConsoleScan;
@@ -32,14 +32,12 @@ use std::time::{Duration, Instant};
 
 /// How often the job's state is read.
 const POLL: Duration = Duration::from_millis(500);
-/// The slowest rate at which a machine is expected to fetch a job's pack
-/// into its store: the pack's size at this rate is added to the boot
-/// bound while the agent has the job and has not yet booted it.
-pub const PACK_MIN_RATE: u64 = 4 << 20;
-
-/// The time a job's pack may take to reach the machine's store.
+/// The time a job's pack may take to reach the machine's store (its size
+/// at `lab_protocol::PACK_MIN_RATE`, the rate the agent's download is
+/// given too), added to the boot bound while the agent has the job and
+/// has not yet booted it.
 fn pack_allowance(job: &Job) -> Duration {
-    Duration::from_secs(job.pack.as_ref().map_or(0, |p| p.file.bytes / PACK_MIN_RATE))
+    Duration::from_secs(job.pack.as_ref().map_or(0, |p| p.file.bytes / lab_protocol::PACK_MIN_RATE))
 }
 
 /// How long a power command may run.
@@ -157,7 +155,10 @@ fn plan(args: &RunOptions, machine_name: &str) -> anyhow::Result<LabPlan> {
     }
     let pack = match (chosen, &machine.spec.pack_label) {
         (Some(chosen), Some(label)) => {
-            let file = stash_pack(&store, &chosen.image, &chosen.record)?;
+            // bootbench's cache entries never change: linked. A user's
+            // image may be edited in place: copied.
+            let link = matches!(choice, PackChoice::Auto);
+            let file = stash_pack(&store, &chosen.image, &chosen.record, link)?;
             Some((JobPack { file, label: label.clone() }, chosen.record))
         }
         _ => None,
@@ -167,10 +168,8 @@ fn plan(args: &RunOptions, machine_name: &str) -> anyhow::Result<LabPlan> {
     let work = tempfile::Builder::new().prefix("bootbench-lab-").tempdir().context("cannot create a temp dir")?;
     let mut images = Vec::new();
     for k in &kernels {
-        let disks: Vec<&str> = [scratch_label.as_deref(), pack.as_ref().map(|(p, _)| p.label.as_str())]
-            .into_iter()
-            .flatten()
-            .collect();
+        let disks: Vec<&str> =
+            [scratch_label.as_deref(), pack.as_ref().map(|(p, _)| p.label.as_str())].into_iter().flatten().collect();
         let early = match (disks.is_empty(), &k.config) {
             (false, Some(config)) => {
                 use crate::boot::scratch_disk::{lab_pack_modules, lab_scratch_modules, KernelConfig};
@@ -405,10 +404,10 @@ fn stash(store: &Store, path: &Path, known: Option<&str>) -> anyhow::Result<JobF
 }
 
 /// Puts the pack image into the store's job files under its sha256 (from
-/// `record`, which the pack's cache or `--pack PATH` computed): a hard
-/// link when the store is on the same filesystem, else a copy; nothing
-/// when it is there already.
-fn stash_pack(store: &Store, image: &Path, record: &PackRecord) -> anyhow::Result<JobFile> {
+/// `record`, which the pack's cache or `--pack PATH` computed): with
+/// `link`, a hard link when the store is on the same filesystem, else a
+/// copy; nothing when it is there already.
+fn stash_pack(store: &Store, image: &Path, record: &PackRecord, link: bool) -> anyhow::Result<JobFile> {
     let file = JobFile { sha256: record.image_sha256.clone(), bytes: record.image_bytes };
     if !lab_protocol::valid_sha256(&file.sha256) {
         bail!("the pack {}: '{}' is not a sha256", image.display(), file.sha256);
@@ -421,7 +420,7 @@ fn stash_pack(store: &Store, image: &Path, record: &PackRecord) -> anyhow::Resul
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let tmp = dir.join(format!(".{}.{}", file.sha256, std::process::id()));
     let _ = std::fs::remove_file(&tmp);
-    if std::fs::hard_link(image, &tmp).is_err() {
+    if !link || std::fs::hard_link(image, &tmp).is_err() {
         log::info!("copying the userland pack {} into the lab's job files {}", image.display(), dir.display());
         std::fs::copy(image, &tmp)
             .with_context(|| format!("cannot copy the pack {} to {}", image.display(), tmp.display()))?;
@@ -794,6 +793,56 @@ fn record_of(
 mod tests {
     use super::*;
     use crate::service::lab_queue::MachineSpec;
+
+    fn pack_record(image: &Path, sha256: &str, bytes: u64) -> PackRecord {
+        PackRecord {
+            image: image.to_path_buf(),
+            image_sha256: sha256.into(),
+            image_bytes: bytes,
+            serial: String::new(),
+            key: None,
+            lockfile_sha256: None,
+            builder_version: None,
+            linux_config: None,
+            linux_config_sha256: None,
+            packages: vec![],
+        }
+    }
+
+    #[test]
+    fn a_pack_goes_into_the_job_files_once_under_its_sha256_and_a_wrong_size_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("lab.db")).unwrap();
+        let image = dir.path().join("pack.ext4");
+        std::fs::write(&image, b"a pack image").unwrap();
+        let sha = hex::encode(Sha256::digest(b"a pack image"));
+        let f = stash_pack(&store, &image, &pack_record(&image, &sha, 12), true).unwrap();
+        assert_eq!((f.sha256.as_str(), f.bytes), (sha.as_str(), 12));
+        assert_eq!(std::fs::read(store.lab_file(&sha)).unwrap(), b"a pack image");
+        use std::os::unix::fs::MetadataExt;
+        let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+        assert_eq!(ino(&store.lab_file(&sha)), ino(&image), "a cache entry is linked");
+        // A user's image is copied: editing it later changes nothing served.
+        let user = dir.path().join("user.ext4");
+        std::fs::write(&user, b"a user's pack").unwrap();
+        let user_sha = hex::encode(Sha256::digest(b"a user's pack"));
+        stash_pack(&store, &user, &pack_record(&user, &user_sha, 13), false).unwrap();
+        assert_ne!(ino(&store.lab_file(&user_sha)), ino(&user));
+        assert_eq!(std::fs::read(store.lab_file(&user_sha)).unwrap(), b"a user's pack");
+        // There already: nothing is read (the image may be gone).
+        std::fs::remove_file(&image).unwrap();
+        stash_pack(&store, &image, &pack_record(&image, &sha, 12), true).unwrap();
+        // A record whose size is not the file's: refused, nothing left.
+        std::fs::write(&image, b"short").unwrap();
+        let other = "c".repeat(64);
+        let e = stash_pack(&store, &image, &pack_record(&image, &other, 12), false).unwrap_err().to_string();
+        assert!(e.contains("has 5 bytes, its record says 12"), "{e}");
+        assert!(!store.lab_file(&other).exists());
+        let names: Vec<_> = std::fs::read_dir(store.lab_files_dir()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 2, "no temporary file is left: {names:?}");
+        let e = stash_pack(&store, &image, &pack_record(&image, "../x", 5), true).unwrap_err().to_string();
+        assert!(e.contains("not a sha256"), "{e}");
+    }
 
     fn machine() -> Machine {
         Machine {

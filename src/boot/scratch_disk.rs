@@ -29,7 +29,9 @@ pub use crate::results::storage::{DiskIoRecord, DiskRecord, HostStorage, Throttl
 pub use error::ScratchDiskError;
 pub use images::{describe, make_disks, BootDisks, IMAGE_UUID, SCRATCH_LABEL, SWAP_LABEL};
 pub use io_setup::{DiskIoSetup, FALLBACK_DIR};
-pub use kernel_support::{for_kernel, lab_pack_modules, lab_scratch_modules, offered_schedulers, KernelConfig, KernelStorage};
+pub use kernel_support::{
+    for_kernel, lab_pack_modules, lab_scratch_modules, offered_schedulers, KernelConfig, KernelStorage,
+};
 pub use plan::{
     parse_disk_throttle, SizeChoice, StoragePlan, CONTEST_WORKLOAD, MAX_DISK_BYTES, MIN_SCRATCH_BYTES, MIN_SWAP_BYTES,
     MIN_ZRAM_BYTES, SCRATCH_FS,

@@ -129,3 +129,31 @@ pub fn status(store: &Store, machine: Option<&str>, jobs: usize) -> anyhow::Resu
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(scratch: Option<&str>, pack: Option<&str>) -> MachineSpec {
+        MachineSpec {
+            arch: "x86_64".into(),
+            console: "ttyS0".into(),
+            accel: "bare-metal".into(),
+            poll_s: 10,
+            scratch_label: scratch.map(String::from),
+            pack_label: pack.map(String::from),
+        }
+    }
+
+    #[test]
+    fn a_machines_labels_are_checked_and_the_pack_store_is_not_the_scratch_partition() {
+        check_machine("box1", &spec(Some("bb-scratch"), Some("bb-packs"))).unwrap();
+        check_machine("box1", &spec(None, Some("bb-packs"))).unwrap();
+        let e = check_machine("box1", &spec(Some("bb"), Some("bb"))).unwrap_err().to_string();
+        assert!(e.contains("--pack-label bb") && e.contains("--scratch-label"), "{e}");
+        let e = check_machine("box1", &spec(None, Some("has space"))).unwrap_err().to_string();
+        assert!(e.contains("--pack-label 'has space'"), "{e}");
+        let e = check_machine("box1", &spec(None, Some(&"x".repeat(17)))).unwrap_err().to_string();
+        assert!(e.contains("--pack-label"), "{e}");
+    }
+}

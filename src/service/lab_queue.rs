@@ -13,7 +13,7 @@
 
 use crate::service::store::{now, Store, StoreError};
 use crate::service::tokens::{Scope, TokenDigest};
-use loads::lab_protocol::{Hello, HelloReply, JobEvent, JobFile, JobOffer, JobPack};
+use loads::lab_protocol::{Hello, HelloReply, JobEvent, JobFile, JobOffer, JobPack, CAPABILITY_PACK_STORE};
 use rusqlite::{params, OptionalExtension};
 use std::path::PathBuf;
 
@@ -421,13 +421,30 @@ impl Store {
             tx.commit().map_err(err("committing"))?;
             return Ok(None);
         };
-        let agent_kernel: Option<String> = tx
+        let hello: Option<Hello> = tx
             .query_row("SELECT last_hello FROM lab_machines WHERE name = ?1", [machine], |r| {
                 r.get::<_, Option<String>>(0)
             })
             .map_err(err("reading the agent's hello"))?
-            .and_then(|h| serde_json::from_str::<Hello>(&h).ok())
-            .map(|h| h.agent_kernel);
+            .and_then(|h| serde_json::from_str::<Hello>(&h).ok());
+        let can_pack = hello.as_ref().is_some_and(|h| h.capabilities.iter().any(|c| c == CAPABILITY_PACK_STORE));
+        if job.pack.is_some() && !can_pack {
+            // It would boot the candidate without its pack: the job fails
+            // here, and the agent asks again for the next one.
+            tx.execute(
+                "UPDATE lab_jobs SET state = 'failed', ended_at = ?2, failure = ?3 WHERE id = ?1",
+                params![
+                    job.id as i64,
+                    at,
+                    "the machine's agent cannot fetch a userland pack into a pack store: it is older than this \
+                     bootbench; make its boot files again (bootbench lab bundle)"
+                ],
+            )
+            .map_err(err("failing the job"))?;
+            tx.commit().map_err(err("committing"))?;
+            return Ok(None);
+        }
+        let agent_kernel = hello.map(|h| h.agent_kernel);
         tx.execute(
             "UPDATE lab_jobs SET state = 'sent', sent_at = ?2, agent_kernel = ?3 WHERE id = ?1",
             params![job.id as i64, at, agent_kernel],
@@ -696,7 +713,17 @@ mod tests {
     fn a_job_with_a_pack_offers_it_to_the_agent_and_keeps_it() {
         let (_d, mut s) = store();
         let pack = JobPack { file: file(9), label: "bb-packs".into() };
-        let id = s.lab_submit(&NewJob { pack: Some(pack.clone()), ..new_job("box1", 1) }, |id| Ok(format!("j={id}"))).unwrap();
+        let with_pack = NewJob { pack: Some(pack.clone()), ..new_job("box1", 1) };
+        // An agent older than pack stores: the job fails, saying why.
+        s.lab_hello("box1", &hello(None), "10.0.2.15:1", "http://h", None).unwrap();
+        let old = s.lab_submit(&with_pack, |id| Ok(format!("j={id}"))).unwrap();
+        assert_eq!(s.lab_next("box1", "10.0.2.15:1").unwrap(), None);
+        let failed = s.lab_job(old).unwrap();
+        assert_eq!(failed.state, "failed");
+        assert!(failed.failure.as_deref().is_some_and(|f| f.contains("lab bundle")), "{failed:?}");
+        let new_agent = Hello { capabilities: vec![CAPABILITY_PACK_STORE.into()], ..hello(None) };
+        s.lab_hello("box1", &new_agent, "10.0.2.15:1", "http://h", None).unwrap();
+        let id = s.lab_submit(&with_pack, |id| Ok(format!("j={id}"))).unwrap();
         let plain = submit(&mut s, "box1", 3);
         let offer = s.lab_next("box1", "10.0.2.15:1").unwrap().unwrap();
         assert_eq!((offer.id, offer.pack), (id, Some(pack.clone())));

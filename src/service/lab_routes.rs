@@ -188,7 +188,11 @@ async fn file(State(st): State<Shared>, UrlPath((id, file)): UrlPath<(u64, Strin
             r
         }
         Ok((_, len)) => {
-            log::error!("lab job {id}: its {} file {} has {len} bytes, the job says {bytes}", kind.name(), path.display());
+            log::error!(
+                "lab job {id}: its {} file {} has {len} bytes, the job says {bytes}",
+                kind.name(),
+                path.display()
+            );
             error(StatusCode::INTERNAL_SERVER_ERROR, format!("job {id}'s {} on the receiver is damaged", kind.name()))
         }
         Err(e) => {

@@ -736,7 +736,11 @@ impl CmdlineConfig {
     fn check_storage_keys(&self) -> Result<(), SuiteError> {
         match (&self.pack_label, &self.pack_sha256, &self.pack) {
             (Some(label), Some(_), Some(_)) => {
-                return Err(bad("bootbench.pack_label", label, "give the pack by disk serial or by store label, not both"))
+                return Err(bad(
+                    "bootbench.pack_label",
+                    label,
+                    "give the pack by disk serial or by store label, not both",
+                ))
             }
             (Some(label), None, _) => {
                 return Err(bad("bootbench.pack_label", label, "needs bootbench.pack_sha256, the pack in the store"))

@@ -413,3 +413,28 @@ fn a_scratch_filesystem_is_named_by_device_or_by_label_never_both() {
     let e = CmdlineConfig::parse("bootbench.scratch_fs=xfs").unwrap_err().to_string();
     assert!(e.contains("bootbench.scratch_label=LABEL"), "{e}");
 }
+
+#[test]
+fn a_pack_from_a_pack_store_needs_its_label_and_its_sha256_and_is_not_the_scratch_filesystem() {
+    let sha = "0f".repeat(32);
+    let c = CmdlineConfig::parse(&format!("bootbench.pack_label=bb-packs bootbench.pack_sha256={sha}")).unwrap();
+    assert_eq!(
+        (c.pack_label.as_deref(), c.pack_sha256.as_deref(), c.pack.as_deref()),
+        (Some("bb-packs"), Some(sha.as_str()), None)
+    );
+    for (line, says) in [
+        ("bootbench.pack_label=bb-packs".to_string(), "needs bootbench.pack_sha256"),
+        (format!("bootbench.pack_sha256={sha}"), "needs bootbench.pack_label"),
+        (format!("bootbench.pack_label=bb bootbench.pack_sha256={sha} bootbench.pack=bootbench-pack"), "not both"),
+        (
+            format!("bootbench.pack_label=bb bootbench.pack_sha256={sha} bootbench.scratch_label=bb"),
+            "cannot be the scratch",
+        ),
+        (format!("bootbench.pack_label=bb bootbench.pack_sha256={}", sha.to_uppercase()), "64 lower-case hex"),
+        ("bootbench.pack_label=bb bootbench.pack_sha256=../../x".to_string(), "64 lower-case hex"),
+        (format!("bootbench.pack_label=b/b bootbench.pack_sha256={sha}"), "volume label"),
+    ] {
+        let e = CmdlineConfig::parse(&line).unwrap_err().to_string();
+        assert!(e.contains(says), "{line}: {e}");
+    }
+}
