@@ -246,6 +246,20 @@ fn parse_block_device(key: &str, value: &str) -> Result<String, SuiteError> {
     Ok(value.to_string())
 }
 
+/// Checks a volume label (`bootbench.scratch_label`,
+/// `bootbench.pack_label`): what an ext2/3/4 superblock's volume name
+/// holds.
+fn parse_label(key: &str, value: &str) -> Result<String, SuiteError> {
+    if !valid_scratch_label(value) {
+        return Err(bad(
+            key,
+            value,
+            &format!("expected a volume label of 1 to {MAX_SCRATCH_LABEL} letters, digits, '.', '_' or '-'"),
+        ));
+    }
+    Ok(value.to_string())
+}
+
 const KNOWN_KEYS: &[&str] = &[
     "suite",
     "iterations",
@@ -551,19 +565,7 @@ impl CmdlineConfig {
                 "upload_attempts" => cfg.upload_attempts = Some(parse_num(&full, value, LIMITS.upload_attempts)?),
                 "upload_timeout" => cfg.upload_timeout_s = Some(parse_num(&full, value, LIMITS.upload_timeout_s)?),
                 "scratch" => cfg.scratch = Some(parse_block_device(&full, value)?),
-                "scratch_label" => {
-                    // What an ext2/3/4 superblock's volume name holds.
-                    if !valid_scratch_label(value) {
-                        return Err(bad(
-                            &full,
-                            value,
-                            &format!(
-                                "expected a volume label of 1 to {MAX_SCRATCH_LABEL} letters, digits, '.', '_' or '-'"
-                            ),
-                        ));
-                    }
-                    cfg.scratch_label = Some(value.to_string());
-                }
+                "scratch_label" => cfg.scratch_label = Some(parse_label(&full, value)?),
                 "swap" => cfg.swap = Some(parse_block_device(&full, value)?),
                 "pack" => {
                     // What a virtio-blk serial can hold whole.
@@ -575,18 +577,7 @@ impl CmdlineConfig {
                     }
                     cfg.pack = Some(value.to_string());
                 }
-                "pack_label" => {
-                    if !valid_scratch_label(value) {
-                        return Err(bad(
-                            &full,
-                            value,
-                            &format!(
-                                "expected a volume label of 1 to {MAX_SCRATCH_LABEL} letters, digits, '.', '_' or '-'"
-                            ),
-                        ));
-                    }
-                    cfg.pack_label = Some(value.to_string());
-                }
+                "pack_label" => cfg.pack_label = Some(parse_label(&full, value)?),
                 "pack_sha256" => {
                     if !lab_protocol::valid_sha256(value) {
                         return Err(bad(&full, value, "expected a sha256 of 64 lower-case hex digits"));
