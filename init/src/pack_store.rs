@@ -458,6 +458,28 @@ mod tests {
     }
 
     #[test]
+    fn a_pack_a_job_just_used_is_kept_over_one_fetched_later_but_unused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let (a, b, c) = (pack(0xa, 4), pack(0xb, 4), pack(0xc, 4));
+        let roomy = |_: &Path| Ok(u64::MAX);
+        stage(root, "bb", &a, roomy, writer(4)).unwrap();
+        stage(root, "bb", &b, roomy, writer(4)).unwrap();
+        let file = |p: &JobFile| root.join(lab_protocol::pack_store_file(&p.sha256));
+        let at = |secs| std::time::SystemTime::now() - std::time::Duration::from_secs(secs);
+        let set = |p: &JobFile, t| fs::File::options().write(true).open(file(p)).unwrap().set_modified(t).unwrap();
+        // a fetched long ago, b later; then a job uses a.
+        set(&a, at(7200));
+        set(&b, at(3600));
+        assert!(stage(root, "bb", &a, roomy, |_| Ok(())).unwrap().cached);
+        let files = |r: &Path| fs::read_dir(r.join("packs")).unwrap().count() as u64;
+        let one_short = |r: &Path| Ok(if files(r) >= 2 { ROOM_MARGIN } else { u64::MAX });
+        let s = stage(root, "bb", &c, one_short, writer(4)).unwrap();
+        assert_eq!(s.removed, [format!("{}.ext4", b.sha256)], "b was used last longest ago");
+        assert!(file(&a).exists() && file(&c).exists());
+    }
+
+    #[test]
     fn a_bad_sha256_is_refused_before_anything_is_written() {
         let dir = tempfile::tempdir().unwrap();
         let bad = JobFile { sha256: "../../etc/passwd".into(), bytes: 1 };

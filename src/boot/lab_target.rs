@@ -392,15 +392,28 @@ fn stash(store: &Store, path: &Path, known: Option<&str>) -> anyhow::Result<JobF
     }
     let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     let sha256 = hex::encode(Sha256::digest(&data));
-    let dir = store.lab_files_dir();
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let dest = store.lab_file(&sha256);
-    if !dest.exists() {
-        let tmp = dir.join(format!(".{sha256}.{}", std::process::id()));
-        std::fs::write(&tmp, &data).with_context(|| format!("cannot write {}", tmp.display()))?;
-        std::fs::rename(&tmp, &dest).with_context(|| format!("cannot write {}", dest.display()))?;
+    if !store.lab_file(&sha256).exists() {
+        place(store, &sha256, |tmp| {
+            std::fs::write(tmp, &data).with_context(|| format!("cannot write {}", tmp.display()))
+        })?;
     }
     Ok(JobFile { sha256, bytes: data.len() as u64 })
+}
+
+/// Writes the job file `sha256` into the store's job files: `write` makes
+/// it under a temporary name, which is renamed into place only when
+/// `write` succeeded (a failure leaves no temporary file).
+fn place(store: &Store, sha256: &str, write: impl FnOnce(&Path) -> anyhow::Result<()>) -> anyhow::Result<()> {
+    let dir = store.lab_files_dir();
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let tmp = dir.join(format!(".{sha256}.{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    if let Err(e) = write(&tmp) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    let dest = store.lab_file(sha256);
+    std::fs::rename(&tmp, &dest).with_context(|| format!("cannot write {}", dest.display()))
 }
 
 /// Puts the pack image into the store's job files under its sha256 (from
@@ -416,21 +429,18 @@ fn stash_pack(store: &Store, image: &Path, record: &PackRecord, link: bool) -> a
     if std::fs::metadata(&dest).is_ok_and(|m| m.len() == file.bytes) {
         return Ok(file);
     }
-    let dir = store.lab_files_dir();
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let tmp = dir.join(format!(".{}.{}", file.sha256, std::process::id()));
-    let _ = std::fs::remove_file(&tmp);
-    if !link || std::fs::hard_link(image, &tmp).is_err() {
-        log::info!("copying the userland pack {} into the lab's job files {}", image.display(), dir.display());
-        std::fs::copy(image, &tmp)
-            .with_context(|| format!("cannot copy the pack {} to {}", image.display(), tmp.display()))?;
-    }
-    let len = std::fs::metadata(&tmp).with_context(|| format!("cannot read {}", tmp.display()))?.len();
-    if len != file.bytes {
-        let _ = std::fs::remove_file(&tmp);
-        bail!("the pack {} has {len} bytes, its record says {}", image.display(), file.bytes);
-    }
-    std::fs::rename(&tmp, &dest).with_context(|| format!("cannot write {}", dest.display()))?;
+    place(store, &file.sha256, |tmp| {
+        if !link || std::fs::hard_link(image, tmp).is_err() {
+            log::info!("copying the userland pack {} into the lab's job files", image.display());
+            std::fs::copy(image, tmp)
+                .with_context(|| format!("cannot copy the pack {} to {}", image.display(), tmp.display()))?;
+        }
+        let len = std::fs::metadata(tmp).with_context(|| format!("cannot read {}", tmp.display()))?.len();
+        if len != file.bytes {
+            bail!("the pack {} has {len} bytes, its record says {}", image.display(), file.bytes);
+        }
+        Ok(())
+    })?;
     Ok(file)
 }
 

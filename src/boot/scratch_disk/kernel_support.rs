@@ -93,10 +93,14 @@ pub fn lab_scratch_modules(
     modules_dir_known: bool,
     iosched: Option<&str>,
 ) -> Result<Vec<String>, ScratchDiskError> {
-    let mut needs: Vec<(&str, &str, &str)> = LAB_SCRATCH_NEEDS.to_vec();
+    let mut needs: Vec<(&'static str, &'static str, &'static str)> = LAB_SCRATCH_NEEDS.to_vec();
+    let mut required = vec!["EXT4_FS"];
     if let Some(wanted) = iosched {
         match SCHEDULERS.iter().find(|(name, _)| *name == wanted) {
-            Some((_, Some((option, module)))) => needs.push((option, module, "the block scheduler (--iosched)")),
+            Some((_, Some((option, module)))) => {
+                needs.push((option, module, "the block scheduler (--iosched)"));
+                required.push(option);
+            }
             Some((_, None)) => {}
             None => {
                 return Err(ScratchDiskError::UnknownScheduler {
@@ -106,12 +110,23 @@ pub fn lab_scratch_modules(
             }
         }
     }
+    modules_needed(config, modules_dir_known, &needs, &required)
+}
+
+/// Every module of `needs` (option, module, purpose) the kernel builds as
+/// a module; an option of `required` it does not build at all is an error.
+fn modules_needed(
+    config: &KernelConfig,
+    modules_dir_known: bool,
+    needs: &[(&'static str, &'static str, &'static str)],
+    required: &[&str],
+) -> Result<Vec<String>, ScratchDiskError> {
     let mut modules = Vec::new();
-    for (option, module, what) in needs {
+    for &(option, module, what) in needs {
         match config.state(option) {
             'm' if !modules_dir_known => return Err(ScratchDiskError::ModulesDirUnknown { module, what }),
             'm' => modules.push(module.to_string()),
-            'n' if option == "EXT4_FS" || what.contains("--iosched") => {
+            'n' if required.contains(&option) => {
                 return Err(ScratchDiskError::NotBuilt { module, option, config: config.path.clone(), what })
             }
             _ => {}
@@ -122,18 +137,12 @@ pub fn lab_scratch_modules(
 
 /// The modules a lab machine's candidate loads early to mount its userland
 /// pack from the machine's pack store: the disk and ext4 ones of
-/// [`lab_scratch_modules`], and the loop driver the pack's file is
-/// attached to. A kernel without ext4 or loop cannot mount it.
+/// [`LAB_SCRATCH_NEEDS`], and the loop driver the pack's file is attached
+/// to. A kernel without ext4 or loop cannot mount it.
 pub fn lab_pack_modules(config: &KernelConfig, modules_dir_known: bool) -> Result<Vec<String>, ScratchDiskError> {
-    let mut modules = lab_scratch_modules(config, modules_dir_known, None)?;
-    let (option, module, what) = ("BLK_DEV_LOOP", "loop", "the pack's loop device");
-    match config.state(option) {
-        'm' if !modules_dir_known => return Err(ScratchDiskError::ModulesDirUnknown { module, what }),
-        'm' => modules.push(module.to_string()),
-        'n' => return Err(ScratchDiskError::NotBuilt { module, option, config: config.path.clone(), what }),
-        _ => {}
-    }
-    Ok(modules)
+    let mut needs = LAB_SCRATCH_NEEDS.to_vec();
+    needs.push(("BLK_DEV_LOOP", "loop", "the pack's loop device"));
+    modules_needed(config, modules_dir_known, &needs, &["EXT4_FS", "BLK_DEV_LOOP"])
 }
 
 /// zram's compressors by `CONFIG_ZRAM_DEF_COMP` name: config option and

@@ -305,3 +305,20 @@ fn a_lab_scratch_partition_packs_every_disk_controller_built_as_a_module_and_nee
     let e = lab_scratch_modules(&bfq, true, Some("cfq")).unwrap_err().to_string();
     assert!(e.contains("unknown block scheduler 'cfq'"), "{e}");
 }
+
+#[test]
+fn a_lab_pack_store_packs_the_disk_modules_and_loop_and_needs_ext4_and_loop() {
+    let cfg = |text: &str| KernelConfig::from_text(Path::new("/boot/config"), text);
+    let debian = cfg("CONFIG_VIRTIO_PCI=m\nCONFIG_VIRTIO_BLK=m\nCONFIG_EXT4_FS=m\nCONFIG_BLK_DEV_LOOP=m\n");
+    assert_eq!(lab_pack_modules(&debian, true).unwrap(), ["virtio_pci", "virtio_blk", "ext4", "loop"]);
+    assert_eq!(
+        lab_pack_modules(&cfg("CONFIG_EXT4_FS=y\nCONFIG_BLK_DEV_LOOP=y\n"), false).unwrap(),
+        Vec::<String>::new()
+    );
+    let e = lab_pack_modules(&cfg("CONFIG_EXT4_FS=y\n"), true).unwrap_err().to_string();
+    assert!(e.contains("CONFIG_BLK_DEV_LOOP is not set") && e.contains("loop"), "{e}");
+    let e = lab_pack_modules(&cfg("CONFIG_BLK_DEV_LOOP=y\n"), true).unwrap_err().to_string();
+    assert!(e.contains("CONFIG_EXT4_FS is not set"), "{e}");
+    let e = lab_pack_modules(&debian, false).unwrap_err().to_string();
+    assert!(e.contains("--modules-dir"), "{e}");
+}
